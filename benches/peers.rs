@@ -83,7 +83,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use common::{link_delay_us, measuring, percentile, results_dir, write_json, Link};
+use common::{
+    link_delay_us, measuring, own_cpu, percentile, results_dir, server_cpu, write_json, Link,
+};
 use fairlock_test_support::{wait_until, RedisServer};
 use serde_json::{json, Map, Value};
 
@@ -468,41 +470,11 @@ fn handoff(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
     out
 }
 
-/// The CPU time redis-server's main thread has used so far (INFO cpu), or
-/// None where the server does not say.
-fn server_cpu(url: &str) -> Option<Duration> {
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .ok()?;
-    let info: String = redis::cmd("INFO").arg("cpu").query(&mut conn).ok()?;
-    let field = |name: &str| {
-        info.lines().find_map(|line| {
-            line.strip_prefix(name)?
-                .strip_prefix(':')?
-                .trim()
-                .parse::<f64>()
-                .ok()
-        })
-    };
-    let seconds = field("used_cpu_user_main_thread")? + field("used_cpu_sys_main_thread")?;
-    Some(Duration::from_secs_f64(seconds))
-}
-
-/// The CPU time this process (the bench and every Rust library's client
-/// threads in it) has used so far, from /proc/self/stat, or None where
-/// there is no such file.
-fn own_cpu() -> Option<Duration> {
-    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
-    // The fields after the command's closing parenthesis; utime and stime
-    // are the 14th and 15th of the line, in clock ticks (100 a second on
-    // Linux).
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: u64 = fields.get(11)?.parse::<u64>().ok()? + fields.get(12)?.parse::<u64>().ok()?;
-    Some(Duration::from_millis(ticks * 10))
-}
-
 fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
     let mut out = Map::new();
+    let mut conn = redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .expect("contended: a connection to read INFO cpu");
     for threads in b.threads {
         let key = format!("peers:contended:{threads}");
         let stop = AtomicBool::new(false);
@@ -527,14 +499,14 @@ fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
                 })
                 .collect();
             ready.wait();
-            let (start, cpu, own) = (Instant::now(), server_cpu(url), own_cpu());
+            let main_thread = |conn: &mut redis::Connection| server_cpu(conn, "_main_thread");
+            let (start, server, clients) = (Instant::now(), main_thread(&mut conn), own_cpu());
             std::thread::sleep(b.contended_window);
             stop.store(true, Ordering::Relaxed);
-            let (window, server) = (start.elapsed(), server_cpu(url).zip(cpu));
-            let clients = own_cpu().zip(own);
+            let window = start.elapsed();
+            let (server, clients) = (main_thread(&mut conn) - server, own_cpu() - clients);
             let counts: Vec<u64> = workers.into_iter().map(|w| w.join().unwrap()).collect();
-            let spent = |(end, start): (Duration, Duration)| end.saturating_sub(start);
-            (counts, window, server.map(spent), clients.map(spent))
+            (counts, window, server, clients)
         });
         let total: u64 = counts.iter().sum();
         let busiest = counts.iter().copied().max().unwrap_or(0);
@@ -546,16 +518,16 @@ fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
         // busy each was: whether a core or the chain between the threads
         // bounds the rate.
         for (who, cpu) in [("server", server), ("clients", clients)] {
-            if let (Some(cpu), true) = (cpu, total > 0) {
+            if total > 0 {
                 out.insert(
                     format!("contended_{threads}_{who}_us"),
-                    json!(cpu.as_secs_f64() * 1e6 / total as f64),
-                );
-                out.insert(
-                    format!("contended_{threads}_{who}_busy"),
-                    json!(cpu.as_secs_f64() / window.as_secs_f64()),
+                    json!(cpu * 1e6 / total as f64),
                 );
             }
+            out.insert(
+                format!("contended_{threads}_{who}_busy"),
+                json!(cpu / window.as_secs_f64()),
+            );
         }
         out.insert(
             format!("contended_{threads}_max_share"),

@@ -41,7 +41,7 @@ mod common;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use common::{measuring, percentile, write_json};
+use common::{measuring, own_cpu, percentile, server_cpu, write_json};
 use fairlock::Client;
 use fairlock_test_support::cluster::RedisCluster;
 use fairlock_test_support::RedisServer;
@@ -99,22 +99,6 @@ fn median_of(samples: usize, mut call: impl FnMut()) -> Duration {
     percentile(&times, 0.5)
 }
 
-/// CPU seconds (user + system) a redis-server has used, from `INFO cpu`.
-fn server_cpu(conn: &mut redis::Connection) -> f64 {
-    let info: String = redis::cmd("INFO").arg("cpu").query(conn).unwrap();
-    ["used_cpu_user", "used_cpu_sys"]
-        .iter()
-        .map(|field| {
-            info.lines()
-                .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
-                .unwrap_or_else(|| panic!("no {field} in INFO cpu"))
-                .trim()
-                .parse::<f64>()
-                .unwrap()
-        })
-        .sum()
-}
-
 /// EVALSHA calls a redis-server has run, from `INFO commandstats`.
 fn script_calls(conn: &mut redis::Connection) -> u64 {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
@@ -165,18 +149,6 @@ fn subscribers(conn: &mut redis::Connection) -> usize {
         .count()
 }
 
-/// CPU seconds (user + system) this process has used, from /proc/self/stat
-/// (in clock ticks of 1/100 s, the Linux value of `sysconf(_SC_CLK_TCK)`).
-fn own_cpu() -> f64 {
-    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
-    // Fields after the command name, which is in parentheses: state is
-    // field 3, utime and stime are fields 14 and 15.
-    let rest = &stat[stat.rfind(')').unwrap() + 2..];
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
-    ticks as f64 / 100.0
-}
-
 /// One node of a deployment, as the throughput run watches it.
 struct Node {
     port: u16,
@@ -196,7 +168,7 @@ struct Counters {
 fn read_counters(nodes: &mut [Node], cluster: bool) -> Counters {
     let mut c = Counters::default();
     for node in nodes {
-        c.cpu.push(server_cpu(&mut node.conn));
+        c.cpu.push(server_cpu(&mut node.conn, ""));
         c.evalsha.push(script_calls(&mut node.conn));
         c.bus.push(if cluster {
             bus_publishes(&mut node.conn)

@@ -1,5 +1,6 @@
 //! What the benches share: whether this run measures, whether it runs over
-//! an emulated link, where results go, medians and percentiles. (A
+//! an emulated link, where results go, medians and percentiles, and the CPU
+//! a redis-server and the bench process have used. (A
 //! directory module, so cargo does not take it for a bench target of its
 //! own.)
 #![allow(dead_code)]
@@ -144,3 +145,34 @@ pub fn unfair_cycle(conn: &mut redis::Connection, release: &redis::Script, token
 /// The unfair cycle's release: delete the key if it still holds `token`.
 pub const UNFAIR_RELEASE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0";
+
+/// CPU seconds (user + system) a redis-server has used, from `INFO cpu`:
+/// all its threads' (`scope` ""), or its main thread's
+/// (`"_main_thread"`, the one that runs commands and scripts).
+pub fn server_cpu(conn: &mut redis::Connection, scope: &str) -> f64 {
+    let info: String = redis::cmd("INFO").arg("cpu").query(conn).unwrap();
+    ["used_cpu_user", "used_cpu_sys"]
+        .iter()
+        .map(|field| {
+            let field = format!("{field}{scope}");
+            info.lines()
+                .find_map(|l| l.strip_prefix(field.as_str())?.strip_prefix(':'))
+                .unwrap_or_else(|| panic!("no {field} in INFO cpu"))
+                .trim()
+                .parse::<f64>()
+                .unwrap()
+        })
+        .sum()
+}
+
+/// CPU seconds (user + system) this process has used, from /proc/self/stat
+/// (in clock ticks of 1/100 s, the Linux value of `sysconf(_SC_CLK_TCK)`).
+pub fn own_cpu() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap();
+    // Fields after the command name, which is in parentheses: state is
+    // field 3, utime and stime are fields 14 and 15.
+    let rest = &stat[stat.rfind(')').unwrap() + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let ticks: u64 = fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap();
+    ticks as f64 / 100.0
+}
