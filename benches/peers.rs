@@ -15,7 +15,13 @@
 //!
 //! fairlock runs twice: with a client per thread like the others, and as
 //! "fairlock (one client)", every thread's handles from one shared client
-//! (the library's intended use within a process).
+//! (the library's intended use within a process). Two rows after the
+//! libraries are no library: "fair floor (BLPOP)" and "fair floor
+//! (pub/sub)" (`benches/fair_floor`) are the least a fair lock through one
+//! Redis does per handoff, with a waiter told of its grant by its own
+//! `BLPOP` (one thread woken) or, as fairlock's are, by pub/sub through a
+//! subscriber thread (two): what any fair lock pays on this machine, beside
+//! the unfair locks that let the releasing thread take the lock again.
 //!
 //! `scripts/peers-setup && cargo bench --features peers --bench peers` takes a
 //! few minutes; `scripts/bench-report` puts the table in BENCHMARKS.md. The
@@ -77,6 +83,7 @@
 //! rslock needs (features unify); fairlock's code paths stay the sync ones.
 
 mod common;
+mod fair_floor;
 
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -869,12 +876,16 @@ fn main() {
         client: fairlock::Client::builder(&url).build().unwrap(),
     };
     let (rlock, rslock) = (Rlock { url: url.clone() }, Rslock { url: url.clone() });
-    let sync = "Rust, sync";
-    let peers: [(&dyn Peer, &str); 4] = [
+    let by_blpop = fair_floor::FairFloor::new(&url, fair_floor::Told::Blpop);
+    let by_pubsub = fair_floor::FairFloor::new(&url, fair_floor::Told::PubSub);
+    let (sync, floor_kind) = ("Rust, sync", "floor of a fair lock, not a library");
+    let peers: [(&dyn Peer, &str); 6] = [
         (&fairlock, sync),
         (&one_client, sync),
         (&rlock, sync),
         (&rslock, "Rust, async (current-thread tokio)"),
+        (&by_blpop, floor_kind),
+        (&by_pubsub, floor_kind),
     ];
     let mut rows: Vec<_> = peers
         .iter()

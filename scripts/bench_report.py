@@ -434,7 +434,12 @@ def peer_section(lock_floor_us):
             " inversions are adjacent grants out of arrival order, pairs are all pairs out of order."
             " fairlock's handoff is slower here than in the ping-pong of `benches/lock.rs` because its waiter"
             " (and its subscriber thread) have been parked for at least 3 ms: waking idle threads on an idle"
-            " vCPU costs more than waking ones that parked a moment ago.",
+            " vCPU costs more than waking ones that parked a moment ago."
+            " The two \"fair floor\" rows are no library but the least a fair lock through one Redis does"
+            " (benches/fair_floor: a holder key and a list of waiters, one small script to take or queue and one"
+            " to hand over, no lease, token or liveness), its waiters told of a grant by their own `BLPOP` (one"
+            " thread woken per grant) or by pub/sub through a subscriber thread, as fairlock's are (two): what"
+            " every fair lock pays on this machine.",
             "", "Handoffs measured (over 50 or fewer, the p99 is the slowest one): " + ", ".join(
                 f"{p['name']} {p['handoff_samples']}" for p in peers if p.get("handoff_samples") is not None) + ".",
             "", "Configurations:", ""]

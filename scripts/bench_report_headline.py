@@ -157,7 +157,7 @@ def _environment(name, slug, lock, peers):
         rate = p.get("contended_8_per_s")
         share = p.get("contended_32_max_share")
         fifo = NA if p.get("inversions") is None else f"{p['inversions']} of {p['grants']}"
-        out.append(f"| {p['name']} {p.get('version', '')} | {_time(ns('cycle_ns'), pfloor)} |"
+        out.append(f"| {p['name']} {p.get('version') or ''} | {_time(ns('cycle_ns'), pfloor)} |"
                    f" {_time(ns('handoff_p50_ns'), pfloor)} | {_time(ns('handoff_p99_ns'), pfloor)} |"
                    f" {NA if rate is None else f'{rate:,.0f}/s'} | {fifo} |"
                    f" {NA if share is None else f'{share * 100:.1f}%'} |")
@@ -178,7 +178,9 @@ def _environment(name, slug, lock, peers):
 def _summary(libs, floor_ns):
     """A few sentences computed from one peers run."""
     mine = next((p for p in libs if p["name"] == "fairlock"), None)
-    others = [p for p in libs if not p["name"].startswith("fairlock") and p.get("handoff_p50_ns")]
+    floors = [p for p in libs if _is_floor(p)]
+    others = [p for p in libs if not p["name"].startswith("fairlock") and not _is_floor(p)
+              and p.get("handoff_p50_ns")]
     if not mine or not others or not mine.get("handoff_p50_ns"):
         return []
     rtt = lambda p, k: p[k] / floor_ns  # noqa: E731
@@ -211,13 +213,16 @@ def _summary(libs, floor_ns):
                     f" {mine['contended_8_clients_busy']:.2f} of a core), each {fastest['name']} acquisition"
                     f" {fastest['contended_8_server_us']:.0f} µs and {fastest['contended_8_clients_us']:.0f} µs"
                     " ([where contended time goes](docs/performance.md#where-contended-time-goes)).")
-    beyond = [p for p in others if (p.get("contended_8_per_s") or 0) > 1e9 / floor_ns]
+    beyond = [p for p in others + floors if (p.get("contended_8_per_s") or 0) > 1e9 / floor_ns]
     if beyond:
+        barging = [p for p in beyond if p in others]
         text.append(f"{', '.join(p['name'] for p in beyond)} went past the round trips' limit with 8 threads: that"
-                    " limit counts one idle round trip per grant handed from one thread to the next, and a lock"
-                    " whose releasing thread takes it again hands nothing over, its round trips made between"
-                    " threads kept busy, which are shorter than an idle one.")
-    paired = [p for p in others if len(p.get("contended_8_rounds") or []) == len(mine.get("contended_8_rounds") or [])
+                    " limit counts, per grant handed from one thread to the next, one round trip as one thread"
+                    " alone makes it, between idle cores; with 8 threads the cores are kept busy and a round trip is"
+                    " shorter" + (f" ({', '.join(p['name'] for p in barging)}, whose releasing thread takes the lock"
+                                  " again, also hands nothing over)." if barging else "."))
+    paired = [p for p in others + floors
+              if len(p.get("contended_8_rounds") or []) == len(mine.get("contended_8_rounds") or [])
               and len(p.get("contended_8_rounds") or []) > 1]
     for p in paired:
         ratios = sorted(m / o for m, o in zip(mine["contended_8_rounds"], p["contended_8_rounds"]) if o)
@@ -225,7 +230,36 @@ def _summary(libs, floor_ns):
             text.append(f"Window by window beside {p['name']} (8 threads, taken in turn), fairlock completed"
                         f" {ratios[0]:.2f}x to {ratios[-1]:.2f}x its acquisitions, {ratios[len(ratios) // 2]:.2f}x"
                         f" at the median of {len(ratios)}.")
+    text += _floor_sentences(mine, floors, fastest)
     return [" ".join(text), ""]
+
+
+def _is_floor(p):
+    """A row of benches/fair_floor: the least a fair lock does, not a library."""
+    return (p.get("kind") or "").startswith("floor")
+
+
+def _floor_sentences(mine, floors, fastest):
+    """What the floor of a fair lock says of the contended rates (8 threads)."""
+    rate = lambda p: p.get("contended_8_per_s")  # noqa: E731
+    by_blpop = next((p for p in floors if "BLPOP" in p["name"] and rate(p)), None)
+    by_pubsub = next((p for p in floors if "pub/sub" in p["name"] and rate(p)), None)
+    if not by_blpop or not rate(mine):
+        return []
+    text = [f"The least a fair lock through one Redis does (benches/fair_floor: a FIFO lock of two small scripts,"
+            f" no lease, token or liveness, each waiter blocked in `BLPOP` on its own connection, so one thread is"
+            f" woken per grant) completed {rate(by_blpop):,.0f}/s with 8 threads"]
+    if rate(fastest):
+        text[0] += f", {rate(by_blpop) / rate(fastest):.2f}x {fastest['name']}'s"
+    if by_pubsub:
+        text[0] += (f"; told by pub/sub through a subscriber thread, as fairlock's waiters are (two threads woken"
+                    f" per grant), {rate(by_pubsub):,.0f}/s")
+    text[0] += (f": fairlock completed {rate(mine) / rate(by_blpop):.2f}x the first" +
+                (f" and {rate(mine) / rate(by_pubsub):.2f}x the second." if by_pubsub else "."))
+    if rate(fastest) and rate(by_blpop) < rate(fastest):
+        text.append(f"No fair lock reaches {fastest['name']}'s rate on this machine: a fair grant wakes another"
+                    " thread, where a lock whose releasing thread takes it again wakes none.")
+    return text
 
 
 def section(fig):
