@@ -157,7 +157,8 @@ def _environment(name, slug, lock, peers):
         rate = p.get("contended_8_per_s")
         share = p.get("contended_32_max_share")
         fifo = NA if p.get("inversions") is None else f"{p['inversions']} of {p['grants']}"
-        out.append(f"| {p['name']} {p.get('version') or ''} | {_time(ns('cycle_ns'), pfloor)} |"
+        version = f" {p['version']}" if p.get("version") else ""
+        out.append(f"| {p['name']}{version} | {_time(ns('cycle_ns'), pfloor)} |"
                    f" {_time(ns('handoff_p50_ns'), pfloor)} | {_time(ns('handoff_p99_ns'), pfloor)} |"
                    f" {NA if rate is None else f'{rate:,.0f}/s'} | {fifo} |"
                    f" {NA if share is None else f'{share * 100:.1f}%'} |")
