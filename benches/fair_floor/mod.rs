@@ -13,8 +13,8 @@
 //! - BLPOP: each waiting thread blocks on its own connection in `BLPOP` of
 //!   a grant list of its own, sent in the same write as its queueing
 //!   script; the release pushes to that list, and Redis answers the
-//!   blocked `BLPOP`. One thread is woken per grant, the waiter itself: the
-//!   fastest hand-over one Redis allows.
+//!   blocked `BLPOP`. One thread is woken per grant, the waiter itself: no
+//!   hand-over to another thread wakes fewer.
 //! - pub/sub: the release publishes on the waiter's channel, which a
 //!   subscriber thread of the waiter's client reads on its own connection
 //!   and passes on to the waiting thread through a condvar: fairlock's way
