@@ -91,7 +91,8 @@ use std::sync::{Barrier, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use common::{
-    link_delay_us, measuring, own_cpu, percentile, results_dir, server_cpu, write_json, Link,
+    connect, link_delay_us, measuring, own_cpu, percentile, results_dir, server_cpu, write_json,
+    Link,
 };
 use fairlock_test_support::{wait_until, RedisServer};
 use serde_json::{json, Map, Value};
@@ -479,9 +480,7 @@ fn handoff(peer: &dyn Peer, b: &Bounds) -> Map<String, Value> {
 
 fn contended(peer: &dyn Peer, b: &Bounds, url: &str) -> Map<String, Value> {
     let mut out = Map::new();
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("contended: a connection to read INFO cpu");
+    let mut conn = connect(url, "contended: a connection to read INFO cpu");
     for threads in b.threads {
         let key = format!("peers:contended:{threads}");
         let stop = AtomicBool::new(false);
@@ -842,9 +841,7 @@ fn python_rows(url: &str) -> Vec<Map<String, Value>> {
 /// One burst of the round-trip floor: no-op EVALSHAs, one at a time, each
 /// timed.
 fn floor(url: &str, b: &Bounds) -> Vec<Duration> {
-    let mut conn = redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("floor: a connection");
+    let mut conn = connect(url, "floor: a connection");
     let noop = redis::Script::new("return 1");
     let mut call = || noop.invoke::<i64>(&mut conn).expect("floor: no-op");
     for _ in 0..100 {

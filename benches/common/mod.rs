@@ -114,10 +114,15 @@ impl Link {
 
     /// A plain connection over the link, for the round-trip floor.
     pub fn conn(&self) -> redis::Connection {
-        redis::Client::open(self.url.as_str())
-            .and_then(|c| c.get_connection())
-            .expect("a connection over the link")
+        connect(&self.url, "a connection over the link")
     }
+}
+
+/// A plain connection to `url`; panics saying `what` it was for.
+pub fn connect(url: &str, what: &str) -> redis::Connection {
+    redis::Client::open(url)
+        .and_then(|c| c.get_connection())
+        .unwrap_or_else(|err| panic!("{what}: {err}"))
 }
 
 /// The unfair cycle every bench compares with: `SET key token NX PX 30000`,

@@ -26,6 +26,7 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::{warm_key, Locker, Peer};
+use crate::common::connect;
 
 /// KEYS[1] holder, KEYS[2] queue; ARGV[1] the caller's id, ARGV[2] "list"
 /// or "channel" (how a grant is told). Takes a free lock nobody waits for
@@ -73,7 +74,7 @@ impl FairFloor {
         FairFloor {
             url: url.to_owned(),
             told,
-            watcher: Mutex::new(connect(url)),
+            watcher: Mutex::new(connect(url, "fair floor: a connection")),
         }
     }
 }
@@ -81,12 +82,6 @@ impl FairFloor {
 /// The list, or channel, on which `id`'s grant of lock `key` is told.
 fn grant(key: &str, id: &str) -> String {
     format!("{key}:grant:{id}")
-}
-
-fn connect(url: &str) -> redis::Connection {
-    redis::Client::open(url)
-        .and_then(|c| c.get_connection())
-        .expect("fair floor: a connection")
 }
 
 impl Peer for FairFloor {
@@ -128,7 +123,7 @@ impl Peer for FairFloor {
                 [&warm, key].map(|k| grant(k, &id)),
             )),
         };
-        let mut conn = connect(&self.url);
+        let mut conn = connect(&self.url, "fair floor: a connection");
         for script in [ACQUIRE, RELEASE] {
             let _: String = redis::cmd("SCRIPT")
                 .arg("LOAD")
@@ -226,7 +221,7 @@ impl Subscriber {
     fn start(url: &str, channels: [String; 2]) -> Subscriber {
         let grants = Arc::new((Mutex::new(0), Condvar::new()));
         let stop = Arc::new(AtomicBool::new(false));
-        let mut conn = connect(url);
+        let mut conn = connect(url, "fair floor: a connection");
         // A read gives up this often to look at `stop`.
         conn.set_read_timeout(Some(Duration::from_millis(20)))
             .expect("fair floor: read timeout");
