@@ -116,8 +116,7 @@ pub fn build(lua: &Path, format: u32) {
         let path = out.join(family).join(format!("{op}.lua"));
         fs::create_dir_all(path.parent().unwrap()).expect("creating OUT_DIR/<family>");
         fs::write(&path, script).unwrap_or_else(|e| panic!("writing {family}/{op}.lua: {e}"));
-        let function = register(&definitions, &values, (family, election), op, &file, &body);
-        library += &function;
+        library += &register(&definitions, &values, (family, election), op, &file, &body);
     }
     // A function that does nothing: a client calls it at its start to learn
     // whether the server has the library already (src/connections/scripts.rs:
@@ -442,18 +441,17 @@ fn placements(
     let mut emitted = vec![false; definitions.len()];
     let mut placed = Vec::new();
     for statement in statements(body) {
-        let mut wanted = vec![false; definitions.len()];
         let mut todo = lib_names_in(definitions, &statement, None);
+        let mut first = Vec::new();
         while let Some(i) = todo.pop() {
-            if !emitted[i] && !wanted[i] {
-                wanted[i] = true;
+            if !emitted[i] {
+                emitted[i] = true;
+                first.push(i);
                 todo.extend(&uses[i]);
             }
         }
-        let first: Vec<usize> = (0..definitions.len()).filter(|&i| wanted[i]).collect();
-        for &i in &first {
-            emitted[i] = true;
-        }
+        // In lua/lib/'s order.
+        first.sort_unstable();
         placed.push((statement, first));
     }
     placed
