@@ -9,7 +9,7 @@
 //! node, a flush); and the pipelines that carry a `WAIT` with a write.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::LazyLock;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use redis::{ConnectionLike, Script as RedisScript, Value};
@@ -74,9 +74,9 @@ pub(crate) struct Scripts {
     /// Whether calls go as `FCALL` (the server took the library when the
     /// scripts were last loaded) or as EVALSHA.
     functions: AtomicBool,
-    /// Whether the scripts' messages go by sharded pub/sub ([`Route`]),
-    /// set once at the client's start.
-    sharded: AtomicBool,
+    /// How the scripts' messages travel ([`Route`]): set once at the
+    /// client's start to sharded pub/sub, else classic.
+    route: OnceLock<Route>,
 }
 
 impl Scripts {
@@ -85,23 +85,20 @@ impl Scripts {
             common: common.args(),
             reloaded,
             functions: AtomicBool::new(false),
-            sharded: AtomicBool::new(false),
+            route: OnceLock::new(),
         }
     }
 
     /// How the scripts' messages travel for this client.
     pub(crate) fn route(&self) -> Route {
-        match self.sharded.load(Ordering::Relaxed) {
-            true => Route::Sharded,
-            false => Route::Classic,
-        }
+        self.route.get().copied().unwrap_or(Route::Classic)
     }
 
     /// Has the scripts' messages go by sharded pub/sub: on a cluster whose
     /// server took the Functions library at the client's start (Redis 7.0
     /// and later, Valkey: the versions with `SPUBLISH`).
     pub(crate) fn use_sharded(&self) {
-        self.sharded.store(true, Ordering::Relaxed);
+        let _ = self.route.set(Route::Sharded);
     }
 
     /// Whether this client calls the library's functions (FCALL) rather
