@@ -365,8 +365,13 @@ impl Error {
 
     /// The same error, from a call that holds nothing: the call may be
     /// made again ([`is_retryable`](Self::is_retryable)).
-    pub(crate) fn worth_calling_again(mut self) -> Self {
-        self.retry = Retry::Call;
+    pub(crate) fn worth_calling_again(self) -> Self {
+        self.retried(Retry::Call)
+    }
+
+    /// The same error, whose call sent again does what `retry` says.
+    fn retried(mut self, retry: Retry) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -522,10 +527,7 @@ impl Error {
             };
             return Error::with_source(ErrorKind::Server, message, err);
         };
-        Error {
-            retry,
-            ..Error::with_source(ErrorKind::Connection, message, err)
-        }
+        Error::with_source(ErrorKind::Connection, message, err).retried(retry)
     }
 
     /// An error reply of the server (a script's error, `NOSCRIPT`, ...), as
@@ -539,10 +541,7 @@ impl Error {
     pub(crate) fn connection_too_late() -> Self {
         let message = "no redis connection could be had in time (one came only once the \
                        call's time was up; nothing was sent)";
-        Error {
-            retry: Retry::PoolBusy,
-            ..Error::new(ErrorKind::Connection, message)
-        }
+        Error::new(ErrorKind::Connection, message).retried(Retry::PoolBusy)
     }
 
     /// No pooled connection in time; `busy`: none failed to open (see
@@ -553,7 +552,7 @@ impl Error {
         let err = Error::with_source(ErrorKind::Connection, message, err);
         // Unreachable, as any connection error, unless the pool was busy.
         let retry = if busy { Retry::PoolBusy } else { err.retry };
-        Error { retry, ..err }
+        err.retried(retry)
     }
 }
 
