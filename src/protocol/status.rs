@@ -246,14 +246,13 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     let holders = if owner.is_empty() {
         Vec::new()
     } else {
-        let pttl = int(&items[3])?;
         vec![HolderReply {
             owner,
             call: None,
             units: 1,
             count: u32::try_from(int(&items[1])?).unwrap_or(0),
             token: count(&items[2])?,
-            lease_left_ms: (pttl != -1).then_some(pttl),
+            lease_left_ms: Some(int(&items[3])?).filter(|&pttl| pttl != -1),
         }]
     };
     let waiters = items[6..]
