@@ -213,9 +213,8 @@ fn parse_counted(items: &[Value], kind: LockKind, asked: usize) -> Result<Status
         .chunks(3)
         .map(|w| waiter(&w[0], count(&w[1])?, &w[2]))
         .collect::<Result<_>>()?;
-    let capacity = count(&items[0])?;
     Ok(StatusReply {
-        capacity: (capacity > 0).then_some(capacity),
+        capacity: Some(count(&items[0])?).filter(|&n| n > 0),
         kind,
         used: count(&items[1])?,
         live_holds: count(&items[2])?,
