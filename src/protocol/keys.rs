@@ -228,23 +228,16 @@ mod tests {
     /// resignation and renewal in its own words.
     #[test]
     fn calls_are_named_in_each_kind_s_words() {
-        assert_eq!(LockKind::Mutex.call("acquire"), "acquire of mutex");
-        assert_eq!(
-            LockKind::Semaphore.call("set permits"),
-            "set permits of semaphore"
-        );
-        assert_eq!(LockKind::Election.call("acquire"), "campaign for election");
-        assert_eq!(
-            LockKind::Election.call("release"),
-            "resignation from election"
-        );
-        assert_eq!(
-            LockKind::Election.call("renew"),
-            "renewal of the leadership of election"
-        );
-        assert_eq!(
-            LockKind::Election.call("heartbeat"),
-            "heartbeat of election"
-        );
+        use LockKind::{Election, Mutex, Semaphore};
+        for (kind, call, named) in [
+            (Mutex, "acquire", "acquire of mutex"),
+            (Semaphore, "set permits", "set permits of semaphore"),
+            (Election, "acquire", "campaign for election"),
+            (Election, "release", "resignation from election"),
+            (Election, "renew", "renewal of the leadership of election"),
+            (Election, "heartbeat", "heartbeat of election"),
+        ] {
+            assert_eq!(kind.call(call), named);
+        }
     }
 }
