@@ -146,8 +146,7 @@ impl LockKeys {
     /// empty or oversized name is [`ErrorKind::InvalidName`].
     pub fn of_kind(prefix: &str, name: &str, kind: LockKind) -> Result<Self> {
         validate_name(name)?;
-        let digest = sha1_smol::Sha1::from(name).digest().to_string();
-        let tag = &digest[..16];
+        let tag = &sha1_smol::Sha1::from(name).digest().to_string()[..16];
         let key = |kind: &str| format!("{prefix}:{{{tag}}}:{kind}:{name}");
         let kinds: &[&str] = match kind {
             LockKind::Mutex => &["lock", "queue", "revoked", "forced"],
