@@ -678,10 +678,7 @@ impl LeaderWatch {
             let linked = !trimmed
                 && match changes.first() {
                     Some(&(_, after)) => after == known.0 || (after == 0 && recent),
-                    None => match last_term {
-                        Some(term) => term <= known.0,
-                        None => known.0 == 0 || recent,
-                    },
+                    None => last_term.map_or(known.0 == 0 || recent, |term| term <= known.0),
                 };
             if !linked {
                 let missed = LeaderEvent::Missed { after: known.0 };
