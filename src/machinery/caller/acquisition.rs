@@ -175,12 +175,8 @@ impl Queued for Acquisition<'_> {
                 // abandoned, within the request's `limit`.
                 AcquireReply::Acquired { token, pttl_ms, .. } => {
                     replicated.inspect_err(|_| shared.abandon_now(call, limit))?;
-                    Ok(Attempted::Got(self.hold(
-                        waiter,
-                        token,
-                        sent,
-                        lease_ms(pttl_ms),
-                    )))
+                    let hold = self.hold(waiter, token, sent, lease_ms(pttl_ms));
+                    Ok(Attempted::Got(hold))
                 }
                 // A queue entry too few replicas saw costs at most its place
                 // after a failover; the wait goes on.
@@ -231,11 +227,9 @@ impl Queued for Acquisition<'_> {
     /// (it may have been handed the lock meanwhile).
     fn leave(&self, waiter: &Waiter, limit: Limit) -> Result<Option<Arc<Hold>>> {
         let entry = waiter.call.entry();
-        let reply = (self.shared.caller)
-            .call_write(&waiter.call.keys, &Cancel { entry }, limit)
-            .inspect_err(|_| self.shared.abandon_later(&waiter.call))?
-            .into_parts()
-            .0;
+        let abandon = |_: &Error| self.shared.abandon_later(&waiter.call);
+        let written = (self.shared.caller).call_write(&waiter.call.keys, &Cancel { entry }, limit);
+        let reply = written.inspect_err(abandon)?.into_parts().0;
         if reply == CancelReply::GivenBack {
             let (id, name) = (waiter.call.id, waiter.call.keys.name());
             log::debug!(
@@ -260,13 +254,10 @@ impl Queued for Acquisition<'_> {
     fn failed(&self, waiter: &Waiter, err: Error, limit: Limit) -> Result<Option<Arc<Hold>>> {
         if err.is_connection() {
             self.shared.abandon_later(&waiter.call);
-            return Err(err);
+        } else if err.kind() != ErrorKind::NotReplicated {
+            // (A leave that fails is abandoned later: the error is the call's.)
+            let _ = self.leave(waiter, limit);
         }
-        if err.kind() == ErrorKind::NotReplicated {
-            return Err(err);
-        }
-        // (A leave that fails is abandoned later: the error is the call's.)
-        let _ = self.leave(waiter, limit);
         Err(err)
     }
 }

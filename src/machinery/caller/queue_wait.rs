@@ -339,10 +339,8 @@ pub(crate) fn confirm(
         _ => "acquire",
     };
     let named = |err: Error| err.renamed(&kind.call("renew"), &kind.call(confirmed));
-    let (renewed, replicated) = (shared.caller)
-        .call_write(&call.keys, &op, limit)
-        .map_err(named)?
-        .into_parts();
+    let written = (shared.caller).call_write(&call.keys, &op, limit);
+    let (renewed, replicated) = written.map_err(named)?.into_parts();
     if !renewed.is_held() {
         return Err(lost());
     }

@@ -45,8 +45,9 @@ impl CallHold {
         let claim = asking(&self.call, Ask::Upgrade);
         let labels = &self.hold.labels;
         let waiter = Arc::new(Waiter::new(claim.clone()));
-        let got = wait_in_queue(&*self, shared, &waiter, wait.deadline(), wait, labels);
-        let got = match got {
+        let token = match wait_in_queue(&*self, shared, &waiter, wait.deadline(), wait, labels) {
+            Ok(Some(token)) => token,
+            Ok(None) => return Ok(false),
             // Redis found the upgradable read gone (its claim withdrawn
             // with it): released, the release says why.
             Err(err) if err.is_lease_lost() => {
@@ -55,14 +56,11 @@ impl CallHold {
             }
             // Counted lost by the time it failed (an outage it rode out for
             // its patience), the loss is what the caller hears.
-            got => got.map_err(|err| {
+            Err(err) => {
                 shared.abandon_later(&claim);
                 shared.abandon_later(&asking(&claim, Ask::RwLock(Access::Write)));
-                self.lost_meanwhile(err, "upgrade")
-            })?,
-        };
-        let Some(token) = got else {
-            return Ok(false);
+                return Err(self.lost_meanwhile(err, "upgrade"));
+            }
         };
         self.hold.changed(token, true);
         self.call.ask = Ask::RwLock(Access::Write);
