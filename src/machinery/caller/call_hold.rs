@@ -16,6 +16,9 @@ use crate::machinery::holds::lease_policy::LeasePolicy;
 use crate::machinery::holds::{Hold, GONE, KEYS_GONE};
 use crate::protocol::{Call, Release, ReleaseReply};
 
+/// How a give-back's failed release is logged ([`CallHold::release_logged`]).
+const GIVEN_BACK: &str = "failed, the watchdog gives it back";
+
 /// One call's hold, released once: by [`release`](Self::release) or, best
 /// effort, on drop.
 pub(crate) struct CallHold {
@@ -65,7 +68,7 @@ pub(crate) fn give_back(holds: Vec<&mut CallHold>, end: Option<Instant>) {
         None => now + timeout + LEAVE_GRACE,
     };
     for hold in holds {
-        hold.given_back_by(by);
+        hold.release_logged(Limit::within(by), GIVEN_BACK);
     }
 }
 
@@ -92,19 +95,17 @@ impl CallHold {
     /// gone (nothing left to give back): the call has its own error to
     /// return.
     pub(crate) fn release_after(&mut self, end: Option<Instant>, started: Instant) {
-        self.given_back_by(self.released_by(end, started));
+        self.release_logged(Limit::within(self.released_by(end, started)), GIVEN_BACK);
     }
 
-    /// Releases the hold by `by` as a call that took it ends (see
-    /// [`release_after`](Self::release_after)), a failure logged.
-    fn given_back_by(&mut self, by: Instant) {
-        let released = self.release_by(by);
+    /// Releases the hold within `limit`, a failure logged (`how` it
+    /// failed), but for a hold found gone: its loss was logged, and a call
+    /// that ends has its own error to return.
+    fn release_logged(&mut self, limit: Limit, how: &str) {
+        let released = self.release_within(limit);
         if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let call = &self.hold.call;
-            let (release, name) = (call.keys.kind().call("release"), call.keys.name());
-            log::warn!(
-                "fairlock: the {release} {name:?} failed, the watchdog gives it back: {err}"
-            );
+            let (release, name) = (self.call.keys.kind().call("release"), self.call.keys.name());
+            log::warn!("fairlock: the {release} {name:?} {how}: {err}");
         }
     }
 
@@ -258,10 +259,7 @@ impl Drop for CallHold {
         if self.released || self.client.is_copy() {
             return;
         }
-        let released = self.release(Some(self.client.config().command_timeout));
-        if let Some(err) = released.err().filter(|err| !err.is_lease_lost()) {
-            let (release, name) = (self.call.keys.kind().call("release"), self.call.keys.name());
-            log::warn!("fairlock: the {release} {name:?} on drop failed: {err}");
-        }
+        let by = Instant::now() + self.client.config().command_timeout;
+        self.release_logged(Limit::by(Some(by)), "on drop failed");
     }
 }

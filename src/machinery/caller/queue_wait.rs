@@ -165,13 +165,11 @@ pub(crate) fn wait_in_queue<Q: Queued>(
         let patience_end = since.map(|since| since + shared.config().outage_patience());
         let by = deadline.into_iter().chain(patience_end).min();
         let attempted = queued.attempt(waiter, mode, Limit::by(by));
-        if attempted.is_ok() {
-            // The link's share of the grace of its leave ([`link_grace`]).
-            waiter.took(sent.elapsed());
-        }
-        waiter.answered(
-            !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now()),
-        );
+        // The link's share of the grace of its leave ([`link_grace`]).
+        let took = attempted.is_ok().then(|| sent.elapsed());
+        let reached =
+            !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now());
+        waiter.answered(reached, took);
         match attempted {
             Ok(Attempted::Got(got)) => break Ok(Some(got)),
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {

@@ -139,20 +139,15 @@ impl Waiter {
     }
 
     /// One request of this wait came back (answered, or failed; `reached`:
-    /// not for want of Redis).
-    pub(crate) fn answered(&self, reached: bool) {
+    /// not for want of Redis), its answer from Redis `took` after it was
+    /// sent if it had one.
+    pub(crate) fn answered(&self, reached: bool, took: Option<Duration>) {
         let mut state = self.state.lock();
         state.answers += 1;
         state.unreached = !reached;
+        state.round_trip = state.round_trip.into_iter().chain(took).min();
         drop(state);
         self.changed.notify_all();
-    }
-
-    /// One request of this wait, sent `took` before, had its answer
-    /// from Redis.
-    pub(crate) fn took(&self, took: Duration) {
-        let mut state = self.state.lock();
-        state.round_trip = Some(state.round_trip.map_or(took, |quickest| quickest.min(took)));
     }
 
     /// The quickest of this wait's requests that Redis answered (`None`:
@@ -559,7 +554,7 @@ mod tests {
         let waiters = Waiters::default();
         for (id, name) in [(1, "a"), (2, "b"), (3, "a"), (4, "a")] {
             let waiter = Arc::new(Waiter::new(call(id, name)));
-            waiter.answered(true);
+            waiter.answered(true, None);
             waiters.insert(waiter);
         }
         let mut sizes: Vec<usize> = waiters.by_lock().iter().map(Vec::len).collect();
@@ -573,7 +568,7 @@ mod tests {
         let w = waiter();
         waiters.insert(Arc::clone(&w));
         assert!(waiters.by_lock().is_empty(), "heartbeaten before it asked");
-        w.answered(false);
+        w.answered(false, None);
         assert_eq!(waiters.by_lock().len(), 1);
         // Given up (a cancel, a deadline), it leaves: no more heartbeats.
         w.cancel();
@@ -583,7 +578,7 @@ mod tests {
         // heartbeats from then.
         let other = Arc::new(Waiter::new(call(2, "b")));
         waiters.insert(Arc::clone(&other));
-        other.answered(true);
+        other.answered(true, None);
         assert_eq!(waiters.by_lock().len(), 1);
         other.give_up();
         assert!(
@@ -622,7 +617,7 @@ mod tests {
                 // did not wait for this answer, the next would poll first.
                 std::thread::sleep(Duration::from_millis(30));
                 polled.lock().push(w.call.id);
-                w.answered(true);
+                w.answered(true, None);
             }));
         }
         waiters.repoll_all();
@@ -654,7 +649,7 @@ mod tests {
         assert_eq!(second.sleep(Some(Instant::now() + REJOIN_STEP)), Wake::Poll);
         let took = started.elapsed();
         assert!(took < REJOIN_STEP / 2, "{took:?}");
-        second.answered(true);
+        second.answered(true, None);
         assert!(eventually(|| !waiters.rejoins.lock().running));
     }
 
