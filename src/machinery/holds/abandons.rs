@@ -101,57 +101,58 @@ impl Abandons {
 mod tests {
     use super::*;
 
+    /// A registry holding one call to abandon, failed just now, lingering
+    /// `linger`, and its entry.
+    fn one(linger: Duration) -> (Abandons, Arc<ToAbandon>) {
+        let abandons = Abandons::default();
+        abandons.add(crate::machinery::test_call(7, "n"), linger);
+        let entry = abandons.snapshot().pop().unwrap();
+        (abandons, entry)
+    }
+
+    /// How many calls are still to abandon.
+    fn left(abandons: &Abandons) -> usize {
+        abandons.snapshot().len()
+    }
+
     #[test]
     fn an_entry_retires_only_on_an_abandon_sent_after_its_linger() {
-        let abandons = Abandons::default();
         let before = Instant::now();
-        let call = crate::machinery::test_call(7, "n");
-        abandons.add(call, Duration::from_secs(60));
-        let entry = abandons.snapshot().pop().unwrap();
+        let (abandons, entry) = one(Duration::from_secs(60));
         abandons.answered(&entry, before, false);
-        assert_eq!(abandons.snapshot().len(), 1, "too early to retire");
+        assert_eq!(left(&abandons), 1, "too early to retire");
         abandons.answered(&entry, Instant::now() + Duration::from_secs(61), false);
         assert!(abandons.snapshot().is_empty());
     }
 
     #[test]
     fn the_first_answer_never_retires_an_entry() {
-        let abandons = Abandons::default();
         let linger = Duration::from_secs(60);
-        abandons.add(crate::machinery::test_call(7, "n"), linger);
-        let entry = abandons.snapshot().pop().unwrap();
+        let (abandons, entry) = one(linger);
         // Redis answers for the first time past the linger (a stall longer
         // than it): the call's last request, held by the same stall, may
         // reach Redis just after this abandon, so it is abandoned again a
         // linger later.
         let first = Instant::now() + Duration::from_secs(90);
         abandons.answered(&entry, first, false);
-        assert_eq!(abandons.snapshot().len(), 1, "retired on its first answer");
+        assert_eq!(left(&abandons), 1, "retired on its first answer");
         abandons.answered(&entry, first + Duration::from_secs(59), false);
-        assert_eq!(
-            abandons.snapshot().len(),
-            1,
-            "retired within a linger of it"
-        );
+        assert_eq!(left(&abandons), 1, "retired within a linger of it");
         abandons.answered(&entry, first + linger, false);
         assert!(abandons.snapshot().is_empty());
     }
 
     #[test]
     fn a_refused_abandon_drops_its_entry_at_once() {
-        let abandons = Abandons::default();
-        abandons.add(crate::machinery::test_call(7, "n"), Duration::from_secs(60));
-        let entry = abandons.snapshot().pop().unwrap();
+        let (abandons, entry) = one(Duration::from_secs(60));
         abandons.answered(&entry, Instant::now(), true);
         assert!(abandons.snapshot().is_empty());
     }
 
     #[test]
     fn the_first_answer_too_early_to_retire_an_entry_counts_its_linger_again() {
-        let abandons = Abandons::default();
         let linger = Duration::from_secs(60);
-        abandons.add(crate::machinery::test_call(7, "n"), linger);
-        let entry = abandons.snapshot().pop().unwrap();
+        let (abandons, entry) = one(linger);
         // Redis answers for the first time 50 s in (an outage): a copy of
         // the call held meanwhile may still reach it, so one more abandon
         // a linger later retires it, not the next one.
@@ -159,7 +160,7 @@ mod tests {
         abandons.answered(&entry, first, false);
         abandons.answered(&entry, first + Duration::from_secs(20), false);
         assert_eq!(
-            abandons.snapshot().len(),
+            left(&abandons),
             1,
             "retired within a linger of the first answer"
         );
