@@ -588,7 +588,7 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     #[doc(alias = "release")]
     #[doc(alias = "resign")]
     pub fn unlock(mut self) -> Result<()> {
-        self.hold.release(None).map_err(Error::of_a_consumed_guard)
+        self.hold.release().map_err(Error::of_a_consumed_guard)
     }
 
     /// The same hold as a guard of [`kind::Any`], to keep guards of several

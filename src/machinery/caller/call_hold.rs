@@ -74,11 +74,11 @@ pub(crate) fn give_back(holds: Vec<&mut CallHold>, end: Option<Instant>) {
 
 impl CallHold {
     /// Releases the hold (once; later calls do nothing). Waiters of this
-    /// client that the release handed a hold to wake from its reply. With
-    /// a `budget`, the call waits no longer than that all told, pool waits
-    /// included (a drop).
-    pub(crate) fn release(&mut self, budget: Option<Duration>) -> Result<()> {
-        self.release_within(Limit::by(budget.map(|budget| Instant::now() + budget)))
+    /// client that the release handed a hold to wake from its reply. (A
+    /// drop releases within one command timeout, pool waits included: see
+    /// `Drop`.)
+    pub(crate) fn release(&mut self) -> Result<()> {
+        self.release_within(Limit::by(None))
     }
 
     /// Releases a hold taken by a call that then ended or failed (a
