@@ -1046,7 +1046,8 @@ fn every_way_of_waiting_for_an_upgrade_ends_with_the_read_kept_and_nothing_left(
     read.unlock().unwrap();
 
     // Thread-bound: a thread holding a read beside its upgradable read
-    // would wait for itself; refused at once, nothing changed.
+    // would wait for itself; refused at once, its upgradable read given
+    // back (the guard consumed), the read kept.
     let bound = rw_a.bound();
     let upgradable = bound.upgradable_read().unwrap();
     let inner = bound.read().unwrap(); // re-entered: read in upgradable read
@@ -1536,4 +1537,35 @@ fn a_write_asked_beside_a_write_lost_with_a_restart_and_a_read_is_refused_at_onc
     assert_eq!(unlocked, Err(ErrorKind::LeaseLost));
     let status = rwlock.status(5).unwrap();
     assert_eq!((status.holder_count, status.queue_len), (0, 0));
+}
+
+/// A thread-bound upgrade refused because its thread holds other guards of
+/// the lock consumes its guard and gives the upgradable read back (its
+/// documented error path); its error said "nothing was changed" and named
+/// no call, so a caller read it as the read still held. It names the call
+/// and the lock, as every call's error does, and says the read was given
+/// back and the other guards kept.
+#[test]
+fn a_refused_upgrade_says_its_upgradable_read_was_given_back() {
+    let server = RedisServer::start();
+    let (client, other) = (server.client(), server.client());
+    let rw = client.fair_rwlock("refused-upgrade");
+    let upgradable = rw.upgradable_read().unwrap();
+    let inner = rw.read().unwrap(); // re-entered: read in upgradable read
+    let err = upgradable.try_upgrade().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    let said = err.to_string();
+    assert!(
+        said.starts_with("upgrade of rwlock \"refused-upgrade\": "),
+        "{said}"
+    );
+    assert!(!said.contains("nothing was changed"), "{said}");
+    assert!(said.contains("upgradable read was given back"), "{said}");
+    // So it is: another client takes an upgradable read beside the read
+    // the thread kept.
+    let status = rw.status(10).unwrap();
+    assert_eq!(status.holder_count, 1);
+    let theirs = other.fair_rwlock("refused-upgrade").try_upgradable_read();
+    assert!(theirs.unwrap().is_some(), "the upgradable read was kept");
+    drop(inner);
 }

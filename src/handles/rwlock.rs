@@ -469,7 +469,9 @@ impl<O: Ownership> Guard<kind::UpgradableRead, O> {
     /// outage the upgrade met ended it (the message names the outage);
     /// [`ErrorKind::UpgradeRefused`](crate::ErrorKind::UpgradeRefused)
     /// (thread-bound) when this thread holds other guards of the lock: the
-    /// upgrade would wait for them (nothing is written);
+    /// upgrade would wait for them (nothing is asked of Redis but the
+    /// upgradable read's release, as on every error; the other guards are
+    /// kept);
     /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) when Redis
     /// fails (a claim already made rides out an outage as a queued call
     /// does), also when the withdrawal at the wait's end has no reply

@@ -34,12 +34,13 @@ impl CallHold {
         self.unless_lost(wait.ends_by(), started)?;
         let shared = &self.client.shared;
         if shared.held_by(self.call.keys.lock(), &self.call.owner).0 > 1 {
-            let name = self.target.name();
-            let message = format!(
-                "this thread holds other guards of rwlock {name:?} beside its upgradable read: the \
-                 upgrade would wait for them; release them first (nothing was changed)"
-            );
-            return Err(Error::new(ErrorKind::UpgradeRefused, message));
+            // (The caller gives the upgradable read back, as on every
+            // error: the message says so.)
+            let message = "this thread holds other guards of the rwlock beside its upgradable \
+                           read: the upgrade would wait for them; the upgradable read was given \
+                           back, the other guards are kept; release them before asking again";
+            let refused = Error::new(ErrorKind::UpgradeRefused, message);
+            return Err(self.target.during("upgrade", refused));
         }
         let _changing = self.hold.changing();
         let claim = asking(&self.call, Ask::Upgrade);
