@@ -1569,3 +1569,33 @@ fn a_refused_upgrade_says_its_upgradable_read_was_given_back() {
     assert!(theirs.unwrap().is_some(), "the upgradable read was kept");
     drop(inner);
 }
+
+/// A thread that holds an upgradable read and a read re-entered in it, and
+/// asks to write, is refused (it would wait for itself) with the advice
+/// that fits: upgrade the upgradable read it has, its other guards
+/// released first. It used to be told to take an upgradable read and
+/// upgrade it, as if it held only reads: the client named the newer read
+/// to Redis rather than the upgradable read.
+#[test]
+fn a_write_asked_beside_an_upgradable_read_and_a_read_says_to_upgrade_it() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let rw = client.fair_rwlock("write-beside-upgradable");
+    let upgradable = rw.upgradable_read().unwrap();
+    let read = rw.read().unwrap(); // re-entered, after it: a newer token
+    let err = rw.try_write().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    let said = err.to_string();
+    assert!(said.contains("holds an upgradable read"), "{said}");
+    assert!(
+        said.contains(&format!("token {}", upgradable.fencing_token())),
+        "{said}"
+    );
+    // Still a read re-enters through either, and an upgradable read is
+    // still refused.
+    let again = rw.try_read().unwrap().expect("read in read");
+    let err = rw.try_upgradable_read().unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    drop((again, read, upgradable));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+}

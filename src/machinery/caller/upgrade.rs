@@ -63,7 +63,7 @@ impl CallHold {
                 return Err(self.lost_meanwhile(err, "upgrade"));
             }
         };
-        self.hold.changed(token, true);
+        self.hold.changed(token, Ask::RwLock(Access::Write));
         self.call.ask = Ask::RwLock(Access::Write);
         drop(_changing);
         self.unless_lost(wait.ends_by(), started).map(|()| true)
@@ -130,7 +130,7 @@ impl CallHold {
             return Err(self.found_gone(None, started));
         };
         shared.grant_own(&handed);
-        self.hold.changed(token, false);
+        self.hold.changed(token, Ask::RwLock(to));
         self.call = downgraded;
         drop(_changing);
         // Counted lost while the change was under way (its reply came

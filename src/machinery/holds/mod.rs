@@ -9,7 +9,7 @@ pub(crate) mod lease_policy;
 pub(crate) mod permits_seen;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -131,9 +131,11 @@ pub(crate) struct Hold {
     /// to a token asks or frees it when this is up to it, whatever its
     /// access became since.
     pub(crate) first_token: u64,
-    /// Whether the hold excludes every other (a mutex's, a rwlock's write):
-    /// a thread re-enters a rwlock through its write hold when it has one.
-    exclusive: AtomicBool,
+    /// The units the hold takes now (a rwlock's write all of them, its
+    /// upgradable read more than half, a read one): a thread re-enters a
+    /// rwlock through its write hold when it has one, and is refused a
+    /// write as the holder of its upgradable read when it has that.
+    units: AtomicU32,
     /// An upgrade or downgrade of it is under way: a renewal that fails
     /// meanwhile may have named the token the change replaced, so it is
     /// not taken for a loss (the change's own reply says if the hold lives).
@@ -196,7 +198,7 @@ impl Hold {
     pub(crate) fn new(granted: NewHold, drift: ClockDrift) -> Self {
         let granted_at = Instant::now();
         Hold {
-            exclusive: AtomicBool::new(granted.call.ask.exclusive()),
+            units: AtomicU32::new(granted.call.ask.units()),
             call: granted.call,
             token: AtomicU64::new(granted.token),
             first_token: granted.token,
@@ -242,11 +244,11 @@ impl Hold {
         Changing(self)
     }
 
-    /// Redis says the hold is now `token`, exclusive or not: its upgrade or
+    /// Redis says the hold is now `token`, asking for `now`: its upgrade or
     /// downgrade went through. The lease, its end and its maximum hold
     /// stay the hold's, as Redis keeps its lease end.
-    pub(crate) fn changed(&self, token: u64, exclusive: bool) {
-        self.exclusive.store(exclusive, Ordering::Release);
+    pub(crate) fn changed(&self, token: u64, now: Ask) {
+        self.units.store(now.units(), Ordering::Release);
         self.token.store(token, Ordering::Release);
     }
 
@@ -579,13 +581,16 @@ impl Holds {
 
     /// How many holds of `lock_key` by `owner` have live guards (an
     /// upgrade of a thread that holds others would wait for itself), and
-    /// the token of its newest exclusive one, else of its newest shared
-    /// one, else 0 (no token is 0), but a mutex's counted lost (re-entered,
+    /// the token of its newest exclusive one, else of its newest
+    /// upgradable read, else of its newest shared one, else 0 (no token is
+    /// 0), but a mutex's counted lost (re-entered,
     /// it would be returned lost; Redis gives it back instead): a rwlock's
     /// write in write and read in write re-enter through the write hold
     /// (each re-entry a hold of its own, which a thread whose hold was
     /// counted lost gets rather than waiting for itself); a write asked
-    /// over reads only names a read, which the script refuses. A rwlock's
+    /// over reads only names a read, which the script refuses (over an
+    /// upgradable read and reads, the upgradable read: the refusal says to
+    /// upgrade it). A rwlock's
     /// hold counted lost is named only when the thread has no other: Redis
     /// may have lost it (a restart), and the script ignores a token it
     /// does not find, so a write asked beside a lost write and a live read
@@ -596,7 +601,7 @@ impl Holds {
         let own = (by_lock.get(lock_key).into_iter().flatten()).filter(|h| *h.call.owner == *owner);
         let newest = (own.clone())
             .filter(|h| h.call.ask != Ask::Mutex || !h.is_lost())
-            .map(|h| (!h.is_lost(), h.exclusive.load(Ordering::Acquire), h.token()))
+            .map(|h| (!h.is_lost(), h.units.load(Ordering::Acquire), h.token()))
             .max();
         (own.count(), newest.map_or(0, |(_, _, token)| token))
     }
