@@ -321,6 +321,13 @@ impl Error {
         (self.redis_error().and_then(code_of)).is_some_and(refused_for_now)
     }
 
+    /// True when a cluster node answered that the cluster is down
+    /// (`CLUSTERDOWN`): nothing ran, the node was reached, and the call can
+    /// go again once a failover has the cluster up.
+    pub(crate) fn is_cluster_down(&self) -> bool {
+        self.redis_error().and_then(code_of) == Some("CLUSTERDOWN")
+    }
+
     /// True when a request went out and its reply did not come in time
     /// (a stalled or slow server), not when no connection could be had.
     pub(crate) fn is_reply_timeout(&self) -> bool {
@@ -502,6 +509,10 @@ impl Error {
             (Retry::OtherConnection, "redis is unreachable")
         } else if err.is_timeout() {
             (Retry::Unreachable, "redis call timed out")
+        } else if code_of(&err) == Some("CLUSTERDOWN") {
+            let message = "the redis cluster is down (nothing ran; it can once the cluster \
+                           serves every slot again: a lost master failed over)";
+            (Retry::Unreachable, message)
         } else if server_codes::is_at_maxclients(&err) {
             let message =
                 "redis has all the clients its maxclients allows (try again once some leave)";
@@ -513,7 +524,7 @@ impl Error {
             || code_of(&err) == Some("BUSY")
             || matches!(
                 err.kind(),
-                K::Server(S::BusyLoading | S::ClusterDown | S::MasterDown)
+                K::Server(S::BusyLoading | S::MasterDown)
                     | K::ClusterConnectionNotFound
                     | K::MasterNameNotFoundBySentinel
             )

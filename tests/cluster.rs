@@ -2358,3 +2358,77 @@ fn await_announced(cluster: &RedisCluster, master: u16, port: u16) {
         "port {port} never named for master {master}"
     );
 }
+
+/// A cluster that lost a master and its replica is down
+/// (`cluster_state:fail`: every node answers `CLUSTERDOWN`, for every
+/// slot, while `cluster-require-full-coverage` holds). The cluster client
+/// retries a `CLUSTERDOWN` after a pause of its own (100 ms to 1 s, 6
+/// times); a call on a healthy master must still keep to its deadline
+/// (`try_lock_for`) or its command timeout (`try_lock`, `status`), as
+/// docs/cluster-and-sentinel.md says of those retries.
+#[test]
+fn calls_on_a_cluster_that_is_down_keep_their_deadline_and_command_timeout() {
+    let _serial = serial();
+    let mut cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("down-deadline");
+    let mut masters = per_master.keys().copied();
+    let (lost, healthy) = (masters.next().unwrap(), masters.next().unwrap());
+    let timeout = Duration::from_millis(500);
+    let client = stall_builder(&cluster)
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex(&per_master[&healthy]);
+    mutex.lock().unwrap().unlock().unwrap();
+    // (The test cluster serves the slots it still covers by default.)
+    for port in cluster.live_ports() {
+        let mut conn = cluster.conn(port);
+        let mut set = redis::cmd("CONFIG");
+        set.arg("SET")
+            .arg("cluster-require-full-coverage")
+            .arg("yes");
+        set.query::<()>(&mut conn).unwrap();
+    }
+    let replica = cluster.replica_of(lost);
+    cluster.kill(replica);
+    cluster.kill(lost);
+    let mut conn = cluster.conn(healthy);
+    assert!(
+        wait_until(Duration::from_secs(10), || {
+            let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+            info.contains("cluster_state:fail")
+        }),
+        "the cluster never said it was down"
+    );
+    let wait = Duration::from_millis(300);
+    let mut took = Vec::new();
+    for call in ["try_lock_for", "try_lock", "status"].repeat(2) {
+        let started = Instant::now();
+        let got = match call {
+            "try_lock_for" => mutex.try_lock_for(wait).map(|guard| guard.is_some()),
+            "try_lock" => mutex.try_lock().map(|guard| guard.is_some()),
+            _ => mutex.status(1).map(|_| false),
+        };
+        let elapsed = started.elapsed();
+        took.push((call, elapsed));
+        assert_ne!(
+            got.as_ref().ok(),
+            Some(&true),
+            "{call}: the lock from a cluster that is down"
+        );
+        let bound = match call {
+            "try_lock_for" => wait,
+            _ => timeout,
+        } + Duration::from_millis(300);
+        assert!(
+            elapsed < bound,
+            "{call} took {elapsed:?} ({got:?}); all: {took:?}"
+        );
+        // What Redis said, not a timeout of a request it answered.
+        if let (Err(err), "try_lock") = (&got, call) {
+            assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+            assert!(err.to_string().contains("cluster is down"), "{err}");
+        }
+    }
+    eprintln!("cluster down: {took:?}");
+}

@@ -1,6 +1,7 @@
 //! The one call path every operation takes to Redis: a pooled connection,
 //! retried on a connection the server closed, on a stale cluster slot map
-//! and while a slot moves, within a call's deadline if it has one.
+//! and while a slot moves or the cluster is down, within a call's deadline
+//! if it has one.
 
 use std::time::{Duration, Instant};
 
@@ -11,7 +12,8 @@ use crate::connections::Backend;
 use crate::error::{Error, Result, Retry};
 use crate::protocol::{Abandon, Call, LockKeys, Operation, SyncReplicas, Written};
 
-/// Pause between calls on a cluster slot that is being moved.
+/// Pause between calls on a cluster slot that is being moved, or on a
+/// cluster that is down.
 const SLOT_MOVE_RETRY_WAIT: Duration = Duration::from_millis(50);
 
 /// How long one call may take, for a call with a deadline: its wait for
@@ -146,6 +148,7 @@ impl Caller {
                     if fresh_map_retry
                         && err.retry() != Retry::No
                         && !err.is_timeout()
+                        && !err.is_cluster_down()
                         && self.backend.is_cluster() =>
                 {
                     fresh_map_retry = false;
@@ -159,8 +162,14 @@ impl Caller {
                         said.unwrap_or_else(|| err.to_string())
                     )));
                 }
-                Err(err) if err.is_slot_moving() && Instant::now() < give_up => {
-                    log::debug!("fairlock: slot being moved, retrying: {err}");
+                // A slot being moved, or a cluster down until a failover:
+                // asked again within the call's time, not the cluster
+                // client's (100 ms to 1 s apart whatever that time).
+                Err(err)
+                    if (err.is_slot_moving() || err.is_cluster_down())
+                        && Instant::now() < give_up =>
+                {
+                    log::debug!("fairlock: retrying: {err}");
                     std::thread::sleep(SLOT_MOVE_RETRY_WAIT.min(left(give_up)));
                     // No time left to ask again: what Redis said is the
                     // answer (nothing ran), not an unsent request's timeout.

@@ -19,8 +19,8 @@ use super::steady::{Link, Steady};
 use super::{at_address, invalid_url, open_info, quiet, Listen, Timeouts};
 
 /// Retries of one cluster call through redirections (`MOVED`, `ASK`) and a
-/// failover (`CLUSTERDOWN`, `READONLY`, refused connections; a `TRYAGAIN`
-/// is the caller's to retry, within its deadline: `steady`),
+/// failover (`READONLY`, refused connections; a `TRYAGAIN` and a
+/// `CLUSTERDOWN` are the caller's to retry, within its deadline: `steady`),
 /// waiting 100 ms to 1 s between them: a call gives up after about 4 s of
 /// waits. Against a node that accepts but never answers, a call stops at
 /// its first command timeout (and its `WAIT`'s, with `sync_replicas`) or

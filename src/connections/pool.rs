@@ -218,7 +218,10 @@ impl Pooled {
             Deployment::Cluster(_) if err.is_timeout() => {
                 self.manager.stalled.store(true, Ordering::Relaxed);
             }
-            Deployment::Cluster(_) if err.is_connection() && !err.is_slot_moving() => {
+            // (A node that says the cluster is down was reached.)
+            Deployment::Cluster(_)
+                if err.is_connection() && !err.is_slot_moving() && !err.is_cluster_down() =>
+            {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
             }
             _ => {}

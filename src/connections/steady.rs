@@ -356,13 +356,15 @@ impl ConnectionLike for Steady {
     }
 }
 
-/// A `TRYAGAIN` reply (a cluster slot being moved) as an error of that
+/// A `TRYAGAIN` reply (a cluster slot being moved) or a `CLUSTERDOWN` (a
+/// cluster that lost a master not failed over yet) as an error of that
 /// code which the cluster client does not try again itself: it would wait
-/// 100 ms to 1 s between its tries whatever a call's deadline; the caller
-/// tries again within it (`Caller`'s slot moves).
+/// 100 ms to 1 s between its tries whatever a call's deadline or command
+/// timeout; the caller tries again within them (`Caller`'s slot moves).
 fn try_again(reply: &Value) -> Option<redis::RedisError> {
+    use redis::ServerErrorKind::{ClusterDown, TryAgain};
     match reply {
-        Value::ServerError(err) if err.kind() == Some(redis::ServerErrorKind::TryAgain) => {
+        Value::ServerError(err) if matches!(err.kind(), Some(TryAgain | ClusterDown)) => {
             let detail = err.details().map(str::to_owned);
             Some(redis::make_extension_error(err.code().to_owned(), detail))
         }
