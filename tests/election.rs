@@ -1430,3 +1430,34 @@ fn a_watch_whose_link_died_silently_subscribes_again() {
     join_within(watcher, Duration::from_secs(5), "watcher");
     drop(leadership);
 }
+
+/// A watch that read a leader, then finds the election's keys gone (Redis
+/// lost its data: FLUSHALL here) with nobody leading: it says it missed
+/// changes, then the vacancy it read, with no term on record
+/// (`Vacant { ended: None }`, which the docs gave only as a first event),
+/// then goes on with the next leader.
+#[test]
+fn a_watch_that_finds_the_election_emptied_says_it_missed_changes_then_vacant() {
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .build()
+        .unwrap();
+    let election = client.election("emptied");
+    let mut watch = election.watch().unwrap();
+    let wait = Duration::from_secs(5);
+    assert_eq!(watch.next(wait).unwrap(), vacant_none());
+    let leading = election.with_value("a").campaign().unwrap();
+    let a = leader_of(watch.next(wait).unwrap());
+    let () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let mut seen = Vec::new();
+    while let Some(event) = watch.next(Duration::from_millis(500)).unwrap() {
+        seen.push(event);
+    }
+    let missed = Some(LeaderEvent::Missed { after: a.term });
+    assert_eq!(seen, [missed, vacant_none()].map(Option::unwrap));
+    drop(leading);
+    let next = election.with_value("b").campaign().unwrap();
+    assert_eq!(leader_of(watch.next(wait).unwrap()).term, next.term());
+}

@@ -398,9 +398,10 @@ pub enum LeaderEvent {
     /// Nobody leads: the leader of term `ended` resigned, its call was
     /// abandoned or it was force-released with nobody waiting, or its lease
     /// ran out.
-    /// `None` only as a watch's first event, when the election has no
-    /// term on record (nobody led it within the
-    /// [fence life](crate::ClientBuilder::fence_life)).
+    /// `None` when the election has no term on record (nobody led it
+    /// within the [fence life](crate::ClientBuilder::fence_life), or Redis
+    /// lost its data): only as a watch's first event, or right after a
+    /// [`Missed`](Self::Missed) that found it so.
     Vacant {
         /// The term that ended.
         ended: Option<u64>,
