@@ -327,11 +327,16 @@ fn a_permits_part_excludes_what_does_not_fit_and_holds_nothing_when_refused() {
     ] {
         let err = set.try_lock().unwrap_err();
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err}");
+        // Its call and its part, as every call's error names them.
         assert!(
-            err.to_string().contains("semaphore \"s\""),
+            err.to_string().starts_with("acquire of semaphore \"s\": "),
             "names its part: {err}"
         );
     }
+    // The sum of a semaphore named twice says it is one.
+    let twice = one.fair_multi_lock(["x"]).and_permits("s", 3, 2);
+    let err = twice.and_permits("s", 3, 2).try_lock().unwrap_err();
+    assert!(err.to_string().contains("2 parts"), "{err}");
     let after: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
     assert_eq!(before.len(), after.len(), "a refused set wrote something");
 }

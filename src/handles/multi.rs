@@ -400,17 +400,23 @@ impl<O: Ownership> FairMultiLock<O> {
         (parts.chunk_by(|a, b| a.0 == b.0))
             .map(|same| match same[0] {
                 (_, target, Ask::Permits { of, .. }) => {
-                    let name = target.name();
+                    // Named by its call and lock, as every call's error.
+                    let named = |err| target.during("acquire", err);
                     let asks = same.iter().map(|part| part.2);
                     if let Some(other) = asks.clone().map(Ask::capacity).find(|&n| n != of) {
-                        let message = format!(
-                            "the semaphore {name:?} is named with {of} and with {other} permits"
-                        );
-                        return Err(Error::invalid_config(message));
+                        let message =
+                            format!("named in the set with {of} and with {other} permits");
+                        return Err(named(Error::invalid_config(message)));
                     }
                     let n = asks.map(Ask::permits).fold(0, u32::saturating_add);
-                    let named = |err: Error| err.during(format_args!("the semaphore {name:?}"));
-                    Ok((target, permits_ask(n, of).map_err(named)?))
+                    let summed = |err: Error| match same.len() {
+                        1 => err,
+                        k => err.during(format_args!(
+                            "its {k} parts in the set asked as one, for the sum"
+                        )),
+                    };
+                    let ask = permits_ask(n, of).map_err(|err| named(summed(err)))?;
+                    Ok((target, ask))
                 }
                 (_, target, ask) => Ok((target, ask)),
             })
