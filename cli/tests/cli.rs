@@ -1008,10 +1008,20 @@ fn bad_input_gives_a_one_line_error_and_exit_code_2() {
         // calls it: not a URL to fix (78).
         &["--key-prefix", "a{b}", "status", "x"],
         &["--key-prefix", "", "run", "x", "--", "true"],
+        // An option misspelt, or of another subcommand, is no COMMAND:
+        // it waits for no lock and runs nothing (after `--` it is one).
+        &["run", "x", "--wiat", "5s", "--", "true"],
+        &["run", "x", "-z", "true"],
+        &["elect", "x", "--semaphore", "2", "--", "true"],
     ] {
         let out = output(fairlock(&server).args(args), PATIENCE);
         assert_one_line_error(&out, 2, &format!("{args:?}"));
     }
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("*")
+        .query(&mut server.conn())
+        .unwrap();
+    assert!(keys.is_empty(), "a usage error took nothing: {keys:?}");
     // An unreachable server is not bad usage.
     let refused = RefusedPort::new();
     let nobody = refused.url();

@@ -110,7 +110,6 @@ pub struct ElectArgs {
         required_unless_present = "watch",
         conflicts_with = "watch",
         trailing_var_arg = true,
-        allow_hyphen_values = true,
         value_name = "COMMAND"
     )]
     pub command: Vec<OsString>,

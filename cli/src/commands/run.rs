@@ -130,13 +130,9 @@ pub struct RunArgs {
     #[arg(short, long)]
     pub quiet: bool,
 
-    /// The command to run and its arguments (after `--`, or after NAME).
-    #[arg(
-        required = true,
-        trailing_var_arg = true,
-        allow_hyphen_values = true,
-        value_name = "COMMAND"
-    )]
+    /// The command to run and its arguments (after `--`, or after NAME and
+    /// the options; an unknown option before it is a usage error).
+    #[arg(required = true, trailing_var_arg = true, value_name = "COMMAND")]
     pub command: Vec<OsString>,
 }
 
