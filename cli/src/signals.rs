@@ -61,6 +61,9 @@ struct State {
     /// While the main thread releases the lock: what a signal that ends
     /// the release says ("while ..."; [`Control::releasing`]).
     releasing: Option<String>,
+    /// Redis confirmed the release: nothing is left to give back, nor
+    /// for a signal to cut short ([`Control::released`]).
+    released: bool,
 }
 
 /// Shared by the main thread and the signal thread.
@@ -88,6 +91,7 @@ impl Control {
                 lease_lost: false,
                 revoked: false,
                 releasing: None,
+                released: false,
             }),
             changed: Condvar::new(),
             canceller: WaitCanceller::new(),
@@ -165,6 +169,22 @@ impl Control {
     /// what becomes of the lock: "while trying to release ...").
     pub fn releasing(&self, while_: String) {
         self.state().releasing = Some(while_);
+    }
+
+    /// Redis confirmed the release: a signal from now on cuts nothing
+    /// short (fairlock exits within a moment, as it would have), and says
+    /// nothing of a release (one that comes while abandoning a wait exits
+    /// at once, as ever).
+    pub fn released(&self) {
+        let mut state = self.state();
+        state.releasing = None;
+        state.released = true;
+    }
+
+    /// Whether [`released`](Self::released) was called: the exit has
+    /// nothing to wait for.
+    pub fn has_released(&self) -> bool {
+        self.state().released
     }
 
     /// The main thread got the lock. Returns the signal to exit with when

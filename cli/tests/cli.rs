@@ -741,6 +741,42 @@ fn a_second_sigint_ends_a_release_that_redis_does_not_answer() {
     }
 }
 
+/// A second signal once the release is over (Redis confirmed it, and
+/// fairlock closes its client over a slow link, 100 ms each way) cuts
+/// nothing short: fairlock exits as it would have, within a moment, with
+/// the command's status. It said "interrupted again by SIGINT while trying
+/// to release ...; exiting without it" right after `-v`'s "released" line,
+/// and exited 130.
+#[test]
+fn a_second_signal_after_the_release_claims_no_release_cut_short() {
+    use fairlock_test_support::Relay;
+    let server = RedisServer::start();
+    let relay = Relay::with_delay(server.port(), Duration::from_millis(100));
+    let script = "trap 'exit 3' INT; echo go >&2; while :; do sleep 0.01; done";
+    let mut run = Proc::spawn(
+        fairlock_at(&relay.url())
+            .args(["-v", "run", "closing"])
+            .args(sh(script)),
+    );
+    let lines = run.stderr_lines();
+    let mut said = Vec::new();
+    while let Ok(line) = lines.recv_timeout(PATIENCE) {
+        // The first SIGINT ends the command; the second comes as
+        // fairlock closes its client, the lock released.
+        if line == "go" || line.starts_with("fairlock: released") {
+            run.signal("INT");
+        }
+        said.push(line);
+    }
+    let out = run.finish(PATIENCE);
+    let said = said.join("\n");
+    assert!(said.contains("fairlock: released \"closing\""), "{said}");
+    assert!(!said.contains("exiting without it"), "{said}");
+    assert_eq!(code(&out), 3, "{said}");
+    let client = server.client();
+    assert!(!client.fair_mutex("closing").is_locked().unwrap());
+}
+
 /// A signal after the grant and before the command starts (fairlock held
 /// there by its `-v` line, written to a full pipe), then Redis holding
 /// writes back past the command timeout (`CLIENT PAUSE 6500 WRITE`): the

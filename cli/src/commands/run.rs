@@ -237,13 +237,15 @@ pub fn run_holding(
     // client's drop, if Redis answers by then: waited for, as the warning
     // says. A wait that ended without it (given up, interrupted, failed)
     // exits at once, as asked: what it left queued is a waiter that
-    // sends no heartbeat, whose entry Redis drops within WAITER_TIMEOUT.
-    close(client, lock, (!held).then_some(CLOSE_GRACE));
+    // sends no heartbeat, whose entry Redis drops within WAITER_TIMEOUT;
+    // and so does one whose release Redis confirmed.
+    let nothing_left = !held || control.has_released();
+    close(client, lock, nothing_left.then_some(CLOSE_GRACE));
     result
 }
 
 /// How long fairlock's exit waits for its client to stop after a wait
-/// that ended without the lock: its watchdog's last round waits up to a
+/// that ended without the lock, or a release Redis confirmed: its watchdog's last round waits up to a
 /// command timeout for a reply when Redis does not answer (a stalled
 /// link); the exit does not.
 const CLOSE_GRACE: Duration = Duration::from_millis(300);
@@ -601,7 +603,10 @@ fn release(
         verbs.late()
     ));
     match guard.unlock() {
-        Ok(()) => Released::Yes,
+        Ok(()) => {
+            control.released();
+            Released::Yes
+        }
         // The library's words say why, where the loss's first line guessed.
         Err(err) if err.is_lease_lost() => {
             match known_lost {

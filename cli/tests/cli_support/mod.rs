@@ -86,6 +86,23 @@ impl Proc {
         self.child.take().unwrap().wait_with_output().unwrap()
     }
 
+    /// Its stderr, line by line as it writes them (the output
+    /// [`finish`](Self::finish) collects has none then).
+    pub fn stderr_lines(&mut self) -> std::sync::mpsc::Receiver<String> {
+        use std::io::BufRead;
+        let stderr = self.child.as_mut().unwrap().stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if tx.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        rx
+    }
+
     pub fn signal(&self, signal: &str) {
         let status = Command::new("kill")
             .arg(format!("-{signal}"))
