@@ -245,9 +245,9 @@ pub fn run_holding(
 }
 
 /// How long fairlock's exit waits for its client to stop after a wait
-/// that ended without the lock, or a release Redis confirmed: its watchdog's last round waits up to a
-/// command timeout for a reply when Redis does not answer (a stalled
-/// link); the exit does not.
+/// that ended without the lock, or a release Redis confirmed: its
+/// watchdog's last round waits up to a command timeout for a reply when
+/// Redis does not answer (a stalled link); the exit does not.
 const CLOSE_GRACE: Duration = Duration::from_millis(300);
 
 /// Drops `client` (its last handles, `lock`'s with it), waiting for its
