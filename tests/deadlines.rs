@@ -699,6 +699,30 @@ fn a_wait_for_replicas_near_the_command_timeout_over_a_slow_link_says_not_replic
     assert!(!mutex.is_locked().unwrap(), "the rolled back hold is left");
 }
 
+/// `sync_replicas(1, 500 µs)`: above zero and below the command timeout,
+/// so accepted; no replica. Its `WAIT` must wait its timeout (at least the
+/// 1 ms Redis counts in), and the lock call say `NotReplicated` at once,
+/// not send `WAIT 1 0`, which Redis reads as "wait for ever", so that the
+/// call fails only at its command timeout, `Connection`.
+#[test]
+fn a_sync_replicas_timeout_below_a_millisecond_does_not_wait_for_ever() {
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .command_timeout(Duration::from_secs(2))
+        .sync_replicas(1, Duration::from_micros(500))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("sync-sub-ms");
+    let started = Instant::now();
+    let err = mutex.lock().map(drop).expect_err("no replica acknowledges");
+    let took = started.elapsed();
+    eprintln!("deadlines: sync 500 µs: {took:?}: {err}");
+    assert_eq!(err.kind(), fairlock::ErrorKind::NotReplicated, "{err:?}");
+    assert!(took < Duration::from_millis(1000), "{took:?}");
+    assert!(!mutex.is_locked().unwrap(), "the rolled back hold is left");
+}
+
 /// A wait whose deadline passes while its poll is on a slow link (a relay,
 /// 200 ms each way): the head of the queue polls as the holder's fixed
 /// lease runs out, and that poll takes the lock at Redis after the wait

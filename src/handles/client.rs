@@ -728,8 +728,9 @@ impl ClientBuilder {
     ///
     /// This is not consensus: a write acknowledged by a replica can still be
     /// lost if that replica is not the one promoted, and Redis replication
-    /// stays asynchronous for everything else. `timeout` must be below the
-    /// command timeout. A write's reply is waited for a command timeout,
+    /// stays asynchronous for everything else. `timeout` must be above zero
+    /// and below the command timeout; Redis counts it in whole milliseconds
+    /// (under 1 ms waits 1 ms). A write's reply is waited for a command timeout,
     /// its `WAIT`'s `timeout` more (within a call's deadline): a shortfall
     /// over a slow link is still `NotReplicated`, not `Connection`. Off by
     /// default.

@@ -20,8 +20,11 @@ pub struct SyncReplicas {
 
 impl SyncReplicas {
     /// The `WAIT` that makes a write count only once enough replicas have it.
+    /// Redis counts its timeout in whole milliseconds, and reads 0 as "for
+    /// ever": a timeout under 1 ms (above zero, as the builder checks) waits
+    /// 1 ms.
     pub fn wait_command(self) -> redis::Cmd {
-        let timeout_ms = self.timeout.as_millis() as u64;
+        let timeout_ms = (self.timeout.as_millis() as u64).max(1);
         redis::cmd("WAIT").arg(self.replicas).arg(timeout_ms).take()
     }
 
