@@ -223,6 +223,42 @@ fn an_unknown_database_is_a_config_error_at_once_naming_the_servers_refusal() {
     assert!(!err.is_connection());
 }
 
+/// docs/security.md's user with a URL that names a database: the
+/// connection's `SELECT` is refused unless the line has `+select`, as the
+/// page says, and that is a `Permission` error naming the command, at
+/// once, not retried (before: `Server`, "redis returned an error", as a
+/// refusal fairlock has no kind for: the redis crate passes the `NOPERM`
+/// on without its code). With `+select` the client locks in that database.
+#[test]
+fn a_database_the_acl_user_may_not_select_is_a_permission_error() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "s3lect");
+    let url = format!("{}/1", server.url_as("fairlock", "s3lect"));
+    let (err, took) = refused(&url);
+    check(
+        "db 1 without +select",
+        &err,
+        took,
+        ErrorKind::Permission,
+        "'select'",
+    );
+    assert!(!err.is_retryable(), "{err:?}");
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "fairlock", "+select"])
+        .query(&mut admin)
+        .unwrap();
+    let client = Client::open(&url).expect("the user may select now");
+    let guard = client.fair_mutex("in-db-1").lock().unwrap();
+    let () = redis::cmd("SELECT").arg(1).query(&mut admin).unwrap();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*")
+        .query(&mut admin)
+        .unwrap();
+    assert!(!keys.is_empty(), "the lock is in database 1");
+    guard.unlock().unwrap();
+}
+
 #[test]
 fn a_refused_port_is_reported_at_once_with_its_cause_and_may_be_retried() {
     let port = RefusedPort::new();

@@ -99,10 +99,15 @@ pub(super) fn known(err: &redis::RedisError) -> Option<(ErrorKind, Cow<'static, 
     let auth_failed = matches!(code, "WRONGPASS" | "NOAUTH")
         || err.kind() == redis::ErrorKind::AuthenticationFailed;
     // NOPERM, or a command a script runs denied: ERR, in words of each
-    // version's own (7.0 and 6.2; 7.2 and later, Valkey).
+    // version's own (7.0 and 6.2; 7.2 and later, Valkey); or a NOPERM the
+    // redis crate passes on without its code, as the detail of its own
+    // error: a connection's `SELECT` of the URL's database ("this user
+    // has no permissions to run the 'select' command"; 7.2 and later,
+    // Valkey: "User <name> has ...").
     let denied = code == "NOPERM"
         || detail.contains("user executing the script can't run")
-        || detail.contains("ACL failure in script");
+        || detail.contains("ACL failure in script")
+        || detail.contains("has no permissions to run");
     Some(match code {
         // Scripts read every key before writing it, so they stopped here
         // before touching the foreign value.
