@@ -414,3 +414,53 @@ fn a_server_at_its_maxclients_is_a_retryable_connection_error() {
     }
     assert!(retry_while_unreachable(|| m.try_lock()).is_some());
 }
+
+/// Every pooled connection closed by the server while the client sits idle
+/// (`CLIENT KILL TYPE normal`, as a server's idle `timeout` or an operator
+/// does): the next calls, from twice as many threads as the pool has
+/// connections, at once, succeed without an error, on connections opened
+/// anew.
+#[test]
+fn pooled_connections_the_server_closed_are_replaced_without_an_error() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    let client = server
+        .builder()
+        .pool_size(4)
+        .min_idle(None)
+        .build()
+        .unwrap();
+    let calls = |round: &str| {
+        std::thread::scope(|s| {
+            let handles: Vec<_> = (0..8)
+                .map(|i| {
+                    let client = client.clone();
+                    s.spawn(move || {
+                        let m = client.fair_mutex(&format!("healed-{i}"));
+                        let held = m.try_lock_for(Duration::from_secs(2));
+                        held.map(|guard| guard.expect("a free lock").unlock())
+                    })
+                })
+                .collect();
+            for (i, handle) in handles.into_iter().enumerate() {
+                let outcome = handle.join().unwrap();
+                assert!(
+                    matches!(outcome, Ok(Ok(()))),
+                    "{round}: thread {i}: {outcome:?}"
+                );
+            }
+        });
+    };
+    calls("before");
+    assert!(wait_until(Duration::from_secs(5), || plain_connections(
+        &server
+    )
+    .len()
+        >= 4));
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut admin)
+        .unwrap();
+    assert!(killed >= 4, "{killed}");
+    calls("after CLIENT KILL");
+}

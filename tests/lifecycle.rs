@@ -13,6 +13,16 @@ fn thread_names() -> Vec<String> {
         .collect()
 }
 
+/// One test at a time: each counts the process's threads and the server's
+/// connections.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 fn fairlock_threads() -> usize {
     thread_names()
         .iter()
@@ -22,6 +32,7 @@ fn fairlock_threads() -> usize {
 
 #[test]
 fn dropping_clients_stops_their_threads_and_closes_their_connections() {
+    let _serial = serial();
     let server = RedisServer::start();
     let mut conn = server.conn();
     let threads_before = thread_names().len();
@@ -51,6 +62,59 @@ fn dropping_clients_stops_their_threads_and_closes_their_connections() {
     }
     // Joined threads are gone at once; r2d2's maintenance thread exits on
     // its own shortly after its pool is dropped.
+    assert!(
+        wait_until(Duration::from_secs(10), || fairlock_threads() == 0
+            && thread_names().len() == threads_before),
+        "threads left: {:?}",
+        thread_names()
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || connected_clients(&mut conn)
+            == conns_before),
+        "connections left: {}",
+        connected_clients(&mut conn)
+    );
+}
+
+/// A build that fails at its first contact, or after it (a server that
+/// may evict, refused by `require_noeviction`), leaves no thread and no
+/// connection behind: the pool's attempts to open its idle connections
+/// stop with it.
+#[test]
+fn a_failed_build_leaves_no_thread_and_no_connection() {
+    let _serial = serial();
+    let server = RedisServer::start_with(&["--requirepass", "right"]);
+    let mut conn = try_conn_as(server.port(), Some("right")).unwrap();
+    let threads_before = thread_names().len();
+    let conns_before = connected_clients(&mut conn);
+    let url = |password: &str| format!("redis://:{password}@127.0.0.1:{}", server.port());
+    for _ in 0..5 {
+        let refused = fairlock::Client::builder(&url("wrong"))
+            .min_idle(None)
+            .build();
+        assert!(refused.is_err());
+        let unknown_db = fairlock::Client::builder(&format!("{}/99", url("right"))).build();
+        assert!(unknown_db.is_err());
+    }
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory")
+        .arg("1gb")
+        .query(&mut conn)
+        .unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("maxmemory-policy")
+        .arg("allkeys-lru")
+        .query(&mut conn)
+        .unwrap();
+    for _ in 0..5 {
+        let evicting = fairlock::Client::builder(&url("right"))
+            .min_idle(None)
+            .require_noeviction(true)
+            .build();
+        assert!(evicting.is_err());
+    }
     assert!(
         wait_until(Duration::from_secs(10), || fairlock_threads() == 0
             && thread_names().len() == threads_before),
