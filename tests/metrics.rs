@@ -390,6 +390,24 @@ fn script_reloads_and_subscriber_reconnects_are_counted() {
         ) > reconnects),
         "no reconnect counted"
     );
+    // A pooled connection the server closed: the call goes out again on
+    // another, counted as the pool's.
+    let pool = |snapshot: &[Seen]| -> u64 {
+        (snapshot.iter())
+            .filter(|s| s.name == "fairlock_reconnects_total" && s.has("connection", "pool"))
+            .map(|s| match s.value {
+                DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum()
+    };
+    let before = pool(&snapshot());
+    let _: i64 = redis::cmd("CLIENT")
+        .arg(&["KILL", "TYPE", "normal"])
+        .query(&mut conn)
+        .unwrap();
+    drop(client.fair_mutex("m-reconnect").lock().unwrap());
+    assert!(pool(&snapshot()) > before, "no pool reconnect counted");
 }
 
 /// A lease whose local count runs out while nobody looks at its guard (a
