@@ -439,3 +439,49 @@ fn a_leave_a_stalled_link_delivers_after_a_handoff_frees_the_lock_at_once() {
         );
     }
 }
+
+/// `WaitCanceller`'s own example: a worker takes the lock in a loop with
+/// one cancellable wait until a shutdown cancels it. With nobody else
+/// using the lock, the loop must still end soon after the cancel: a
+/// cancelled wait makes one attempt that never queues, and on a free lock
+/// that attempt takes it, so the example's loop, which stopped only on
+/// `None`, ran one job after another after the cancel, never stopping
+/// (cut here at 2 000 jobs); it checks `is_cancelled` now.
+#[test]
+fn the_cancellers_example_worker_stops_after_a_cancel_on_a_free_lock() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let shutdown = WaitCanceller::new();
+    let cancelled = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let worker = {
+        let (mutex, shutdown) = (client.fair_mutex("worker"), shutdown.clone());
+        let cancelled = std::sync::Arc::clone(&cancelled);
+        std::thread::spawn(move || -> fairlock::Result<usize> {
+            let mut after_cancel = 0;
+            // As the example writes it.
+            let wait = Wait::forever().cancelled_by(&shutdown);
+            while !shutdown.is_cancelled() {
+                let Some(guard) = mutex.lock_with(wait.clone())? else {
+                    break;
+                };
+                // ... one job under the lock ...
+                if cancelled.load(std::sync::atomic::Ordering::SeqCst) {
+                    after_cancel += 1;
+                    if after_cancel == 2_000 {
+                        break;
+                    }
+                }
+                drop(guard);
+            }
+            Ok(after_cancel)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(100));
+    cancelled.store(true, std::sync::atomic::Ordering::SeqCst);
+    shutdown.cancel();
+    let after_cancel = join_within(worker, Duration::from_secs(30), "the worker").unwrap();
+    assert!(
+        after_cancel <= 1,
+        "the worker ran {after_cancel} jobs after its shutdown was cancelled"
+    );
+}

@@ -18,9 +18,11 @@ use crate::machinery::caller::waiters::Waiter;
 /// that a stalled server holds fails at the command timeout). Cancelling is
 /// final: a later wait with the same canceller does not wait, it only
 /// takes the lock if that needs no waiting, as
-/// [`FairMutex::try_lock`](crate::FairMutex::try_lock). One canceller may
-/// end many waits, on any primitives, at once. Cheap to clone; `Send +
-/// Sync`.
+/// [`FairMutex::try_lock`](crate::FairMutex::try_lock): a loop that takes
+/// the lock until a shutdown checks [`is_cancelled`](Self::is_cancelled)
+/// (below), as one that stops only on `None` goes on taking a lock nobody
+/// else asks for. One canceller may end many waits, on any primitives, at
+/// once. Cheap to clone; `Send + Sync`.
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -30,11 +32,14 @@ use crate::machinery::caller::waiters::Waiter;
 ///     let (mutex, shutdown) = (client.fair_mutex("nightly-report"), shutdown.clone());
 ///     std::thread::spawn(move || -> fairlock::Result<()> {
 ///         let wait = fairlock::Wait::forever().cancelled_by(&shutdown);
-///         while let Some(guard) = mutex.lock_with(wait.clone())? {
+///         while !shutdown.is_cancelled() {
+///             let Some(guard) = mutex.lock_with(wait.clone())? else {
+///                 break; // cancelled while queued: out of the queue
+///             };
 ///             // ... one job under the lock ...
 ///             drop(guard);
 ///         }
-///         Ok(()) // cancelled: out of the queue
+///         Ok(())
 ///     })
 /// };
 /// shutdown.cancel(); // e.g. from a SIGTERM handler
