@@ -485,3 +485,49 @@ fn the_cancellers_example_worker_stops_after_a_cancel_on_a_free_lock() {
         "the worker ran {after_cancel} jobs after its shutdown was cancelled"
     );
 }
+
+/// Eight threads of one client queued behind another client's hold, one
+/// canceller for all: cancelled, and only then the hold released, so the
+/// lock is handed to the first of them after every wait was cancelled.
+/// Every wait returns `None` and the lock is left free with nobody queued,
+/// whichever thread runs first: a waiter whose thread had not run since
+/// the cancel when its grant came returned the lock (1 round in 20 on a
+/// 2-core machine), as its sleep looked for a grant before a cancel.
+#[test]
+fn waits_cancelled_before_the_lock_is_handed_over_all_return_none() {
+    let server = RedisServer::start();
+    let (holder, client) = (server.client(), server.client());
+    for round in 0..20 {
+        let name = format!("cancelled-then-released-{round}");
+        let mutex = holder.fair_mutex(&name);
+        let held = mutex.lock().unwrap();
+        let cancel = WaitCanceller::new();
+        let waiting: Vec<_> = (0..8)
+            .map(|_| {
+                let (m, c) = (client.fair_mutex(&name), cancel.clone());
+                std::thread::spawn(move || {
+                    let got = m.lock_with(Wait::forever().cancelled_by(&c));
+                    got.map(|guard| guard.is_some())
+                })
+            })
+            .collect();
+        assert!(wait_until(Duration::from_secs(5), || mutex
+            .queue_len()
+            .unwrap()
+            == 8));
+        cancel.cancel();
+        held.unlock().unwrap();
+        let got: Vec<bool> = (waiting.into_iter())
+            .map(|w| join_within(w, Duration::from_secs(5), "a cancelled wait"))
+            .map(Result::unwrap)
+            .collect();
+        assert!(
+            got.iter().all(|held| !held),
+            "round {round}: a wait cancelled before the handoff returned the lock: {got:?}"
+        );
+        assert!(wait_until(Duration::from_secs(5), || {
+            let status = mutex.status(1).unwrap();
+            status.holder_count == 0 && status.queue_len == 0
+        }));
+    }
+}

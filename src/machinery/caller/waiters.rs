@@ -295,10 +295,16 @@ impl Waiter {
         self.changed.notify_all();
     }
 
-    /// Sleeps until granted, asked to poll, or `deadline`.
+    /// Sleeps until granted, asked to poll, or `deadline`. A cancel comes
+    /// first: a grant this thread has not taken by then is left to the
+    /// wait's leave, which gives it back to the next waiter.
     pub(crate) fn sleep(&self, deadline: Option<Instant>) -> Wake {
         let mut state = self.state.lock();
         loop {
+            if state.cancelled {
+                state.leaving = true;
+                return Wake::GaveUp;
+            }
             if let Some(grant) = state.granted.take() {
                 return Wake::Granted(grant);
             }
@@ -307,7 +313,7 @@ impl Waiter {
                 state.poll_at = None;
                 return Wake::Poll;
             }
-            if state.cancelled || deadline.is_some_and(|at| at <= now) {
+            if deadline.is_some_and(|at| at <= now) {
                 state.leaving = true;
                 return Wake::GaveUp;
             }
@@ -686,6 +692,17 @@ mod tests {
         assert_eq!(grant.since, queued_at);
         let lease_end = grant.since + grant.ttl;
         assert!(lease_end < Instant::now(), "read after the lease ran out");
+    }
+
+    #[test]
+    fn a_cancel_before_a_grant_the_thread_has_not_taken_yet_ends_the_wait() {
+        // Cancelled, then handed the lock before its thread ran again: the
+        // wait ends without it (its leave gives the lock back).
+        let w = waiter();
+        w.saw_queued(Instant::now(), 0);
+        w.cancel();
+        w.grant(5, None, Duration::from_secs(10));
+        assert_eq!(w.sleep(None), Wake::GaveUp);
     }
 
     #[test]
