@@ -209,6 +209,75 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     drop(held);
 }
 
+/// The same with a pause shorter than the command timeout: the poll in
+/// flight when the wait is cancelled is answered once the pause ends, and
+/// it took the lock (the holder's fixed lease ran out). The wait returns
+/// `Ok(None)` as `WaitCanceller` says, its leave giving that hold back, so
+/// the lock is free with nobody queued. (Before, the wait returned the lock
+/// 344 ms after its cancel.)
+#[test]
+fn a_cancel_with_a_poll_in_flight_that_takes_the_lock_gives_it_back() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let name = "cancel-in-flight-taken";
+    // As above: the poll at the lease's end comes after the pause began.
+    let fixed = Duration::from_millis(1500);
+    let held = holder
+        .fair_mutex(name)
+        .with_fixed_lease(fixed)
+        .lock()
+        .unwrap();
+    let cancel = WaitCanceller::new();
+    let waiter = (server.builder())
+        .command_timeout(Duration::from_secs(5))
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (c, m) = (cancel.clone(), waiter.fair_mutex(name));
+    let blocked = std::thread::spawn(move || {
+        let got = m.lock_with(Wait::forever().cancelled_by(&c));
+        (got.map(|guard| guard.is_some()), Instant::now())
+    });
+    let mutex = holder.fair_mutex(name);
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut conn = server.conn();
+    // Ends a second after the lease: the poll then runs, and takes it.
+    let pause = fixed + Duration::from_secs(1);
+    let paused = pause_clients(&mut conn, "WRITE", pause);
+    assert!(!held.is_lease_lost(), "the setup outlasted the lease");
+    let postponed = |conn: &mut redis::Connection| {
+        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+        let count = info
+            .lines()
+            .find_map(|l| l.strip_prefix("blocked_clients:"));
+        count.is_some_and(|count| count.trim() != "0")
+    };
+    assert!(
+        wait_until(fixed + Duration::from_millis(500), || postponed(&mut conn)),
+        "the head never polled"
+    );
+    cancel.cancel();
+    let (got, returned) = join_within(blocked, Duration::from_secs(10), "cancelled wait");
+    let after_pause = returned.saturating_duration_since(paused + pause);
+    eprintln!(
+        "cancel: a wait cancelled with its poll in flight returned {got:?} {:.0} ms after the \
+         pause",
+        ms(after_pause)
+    );
+    assert!(matches!(got, Ok(false)), "{got:?}");
+    assert!(after_pause < Duration::from_millis(500), "{after_pause:?}");
+    let status = mutex.status(1).unwrap();
+    assert!(
+        status.holder_count == 0 && status.queue_len == 0,
+        "{status:?}"
+    );
+    drop(held);
+}
+
 /// A wait cancelled as the lock is handed to it, over a link whose round
 /// trip (36 ms here) outlasts what is left of a short lease (45 ms, less
 /// the 18 ms the leave took to reach Redis): the wait ends without the lock

@@ -239,6 +239,13 @@ impl Queued for Acquisition<'_> {
         Ok(None)
     }
 
+    /// A hold a cancelled wait's request got is let go: no guard will
+    /// stand for it, and the wait's leave gives it back.
+    fn kept_when_cancelled(&self, hold: Arc<Hold>) -> Option<Arc<Hold>> {
+        self.shared.unregister_hold(&hold);
+        None
+    }
+
     /// Not acquired in time, as a wait that ran out while parked: whatever
     /// a request of the call took or queued goes back once Redis answers.
     fn out_of_time(&self, waiter: &Waiter, _: Error) -> Result<Option<Arc<Hold>>> {

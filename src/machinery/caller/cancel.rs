@@ -15,7 +15,8 @@ use crate::machinery::caller::waiters::Waiter;
 /// having left the queue as a timed-out `try_lock_for` does (a lock
 /// handed over to it in that instant goes on to the next waiter): at once from
 /// its sleep, and once its request is over when one is in flight (a poll
-/// that a stalled server holds fails at the command timeout). Cancelling is
+/// that a stalled server holds fails at the command timeout; a lock that
+/// request took is given back). Cancelling is
 /// final: a later wait with the same canceller does not wait, it only
 /// takes the lock if that needs no waiting, as
 /// [`FairMutex::try_lock`](crate::FairMutex::try_lock): a loop that takes

@@ -116,6 +116,15 @@ pub(crate) trait Queued {
     fn poll_cut_short(&self, waiter: &Waiter, err: Error) -> Result<Option<Self::Got>> {
         self.out_of_time(waiter, err)
     }
+
+    /// What a wait cancelled while the request that got `got` was out (a
+    /// poll, a first attempt, a grant's confirmation) does with it: `Some`
+    /// keeps it, as the leave of an upgrade keeps a claim settled as it
+    /// leaves (the default); `None` lets it go, for the wait's leave to
+    /// give it back (an acquisition's hold).
+    fn kept_when_cancelled(&self, got: Self::Got) -> Option<Self::Got> {
+        Some(got)
+    }
 }
 
 /// Waits in the queue until `queued` gets what it asks for, its `deadline`
@@ -171,7 +180,10 @@ pub(crate) fn wait_in_queue<Q: Queued>(
             !matches!(&attempted, Err(err) if err.is_connection() || err.is_refused_for_now());
         waiter.answered(reached, took);
         match attempted {
-            Ok(Attempted::Got(got)) => break Ok(Some(got)),
+            Ok(Attempted::Got(got)) => match kept(queued, waiter, got) {
+                Some(got) => break Ok(Some(got)),
+                None => break leave_at_end(queued, shared, waiter, deadline),
+            },
             Ok(Attempted::Waiting(pttl_ms, position, last_token)) => {
                 (outage, cause) = (None, None);
                 if let Some(position) = position {
@@ -283,27 +295,54 @@ pub(crate) fn wait_in_queue<Q: Queued>(
                     // the call asks Redis, and queues again if it lost it,
                     // as a grant counted out on arrival does.
                     Err(err) if err.is_lease_lost() => continue,
-                    got => got.map(Some),
+                    Ok(got) => match kept(queued, waiter, got) {
+                        Some(got) => Ok(Some(got)),
+                        None => leave_at_end(queued, shared, waiter, deadline),
+                    },
+                    Err(err) => Err(err),
                 };
             }
             Wake::Poll => {}
-            Wake::GaveUp => {
-                // Past the deadline (or the cancel, a deadline come early),
-                // leaving takes no longer than its grace, which follows
-                // the link (a stalled server or an outage: the watchdog
-                // abandons the call once Redis answers).
-                let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
-                let grace = link_grace(waiter.round_trip(), 1, shared.config().command_timeout);
-                break match queued.leave(waiter, Limit::within(by + grace)) {
-                    Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
-                    left => left,
-                };
-            }
+            Wake::GaveUp => break leave_at_end(queued, shared, waiter, deadline),
         }
     };
     shared.unpark(waiter.call.id);
     observe::waiting(labels, -1.0);
     result
+}
+
+/// `got`, unless the wait was cancelled while the request that got it was
+/// out and `queued` lets it go then ([`Queued::kept_when_cancelled`]): a
+/// cancelled wait returns `Ok(None)` once its request is over
+/// (`WaitCanceller`), and its leave gives back what that request took.
+fn kept<Q: Queued>(queued: &Q, waiter: &Waiter, got: Q::Got) -> Option<Q::Got> {
+    if !waiter.is_cancelled() {
+        return Some(got);
+    }
+    let kept = queued.kept_when_cancelled(got);
+    if kept.is_none() {
+        // Heartbeated no more: it leaves.
+        waiter.give_up();
+    }
+    kept
+}
+
+/// The leave that ends a wait past its `deadline` (or cancelled, a
+/// deadline come early): it takes no longer than its grace, which follows
+/// the link (a stalled server or an outage: the watchdog abandons the call
+/// once Redis answers).
+fn leave_at_end<Q: Queued>(
+    queued: &Q,
+    shared: &Shared,
+    waiter: &Waiter,
+    deadline: Option<Instant>,
+) -> Result<Option<Q::Got>> {
+    let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
+    let grace = link_grace(waiter.round_trip(), 1, shared.config().command_timeout);
+    match queued.leave(waiter, Limit::within(by + grace)) {
+        Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
+        left => left,
+    }
 }
 
 /// With `sync_replicas`, makes sure enough replicas saw the handoff that

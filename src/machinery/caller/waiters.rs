@@ -289,6 +289,11 @@ impl Waiter {
         self.state.lock().leaving = true;
     }
 
+    /// Whether the wait was cancelled (see `WaitCanceller`).
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.state.lock().cancelled
+    }
+
     /// Ends the wait as if its deadline had passed (see `WaitCanceller`).
     pub(crate) fn cancel(&self) {
         self.state.lock().cancelled = true;
