@@ -69,8 +69,9 @@ fn a_freed_lock_keeps_its_last_token_through_a_step_back() {
     let client = client(&clocked.server, Duration::from_secs(5));
     let (name, key) = ("fence-freed", lock_key("fence-freed"));
     let first = lock_and_unlock(&client, name);
+    let counted = counted_holds(&client, name);
 
-    step_back_below(&mut clocked, &mut conn, first);
+    step_back_below(&mut clocked, &mut conn, first.min(counted.0).min(counted.1));
     // The step moved the free key's expiry too: 5 s became about 5 s + STEP.
     let pttl: i64 = conn.pttl(&key).unwrap();
     assert!(
@@ -83,6 +84,47 @@ fn a_freed_lock_keeps_its_last_token_through_a_step_back() {
         "freed, step -{STEP:?}: token {first} then {next}; key PTTL {pttl} ms after the step"
     );
     assert_eq!(next, first + 1, "the next token comes from the key");
+    counted_holds_after_a_step_back(&client, name, counted);
+}
+
+/// A permit and a write of the semaphore and rwlock `name`, taken and
+/// released: their tokens.
+fn counted_holds(client: &Client, name: &str) -> (u64, u64) {
+    let permit = client.fair_semaphore(name, 3).acquire().unwrap();
+    let write = client.fair_rwlock(name).write().unwrap();
+    (permit.fencing_token(), write.fencing_token())
+}
+
+/// The counted kinds keep their last token through a step back as the
+/// mutex does: a freed semaphore's or rwlock's meta keeps it for the fence
+/// life, so every next hold's token is above it, whichever path takes it
+/// (a free lock's take, `last + 1`; a weighted or upgradable take, an
+/// upgrade and a downgrade, `max(last + 1, server clock in µs)`, the clock
+/// now behind). `before`: [`counted_holds`]'s tokens, before the step.
+fn counted_holds_after_a_step_back(client: &Client, name: &str, before: (u64, u64)) {
+    let (semaphore, rwlock) = (client.fair_semaphore(name, 3), client.fair_rwlock(name));
+    let permit = semaphore.acquire().unwrap().fencing_token();
+    let mut tokens = vec![("permit", before.0, permit)];
+    tokens.push((
+        "permits",
+        permit,
+        semaphore.acquire_many(2).unwrap().fencing_token(),
+    ));
+    let write = rwlock.write().unwrap().fencing_token();
+    tokens.push(("write", before.1, write));
+    let upgradable = rwlock.upgradable_read().unwrap();
+    let u_token = upgradable.fencing_token();
+    tokens.push(("upgradable", write, u_token));
+    let upgraded = upgradable.upgrade().unwrap();
+    let w_token = upgraded.fencing_token();
+    tokens.push(("upgrade", u_token, w_token));
+    let read = upgraded.downgrade().unwrap();
+    tokens.push(("downgrade", w_token, read.fencing_token()));
+    drop(read);
+    eprintln!("counted, step -{STEP:?}: (what, before, after) {tokens:?}");
+    for (what, before, after) in tokens {
+        assert!(after > before, "{what}: token {after} after {before}");
+    }
 }
 
 #[test]

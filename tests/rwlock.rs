@@ -1599,3 +1599,227 @@ fn a_write_asked_beside_an_upgradable_read_and_a_read_says_to_upgrade_it() {
     drop((again, read, upgradable));
     assert_eq!(rw.status(10).unwrap().holder_count, 0);
 }
+
+/// A server restarted while an upgradable read's upgrade waits for another
+/// client's read, a writer and a reader queued behind its claim: from its
+/// AOF (nothing lost) the upgrade still waits, gets the write once the read
+/// goes, and the writer and reader follow, in order; restarted empty, the
+/// upgrade fails as lost (the read it stood on is gone), the read's guard
+/// is told, and the writer and reader (of separate clients: in the order
+/// they ask again) get in. Every token after the restart is above every
+/// token issued before it.
+#[test]
+fn an_upgrade_waiting_through_a_restart_keeps_or_loses_its_read_and_tokens_go_on_rising() {
+    let _serial = serial();
+    for aof in [true, false] {
+        let mut server = if aof {
+            RedisServer::start_with(&["--appendonly", "yes"])
+        } else {
+            RedisServer::start()
+        };
+        let name = format!("upgrade-through-a-restart-{aof}");
+        let (a, b) = (server.client(), server.client());
+        let rw_a = a.fair_rwlock(&name).unbound();
+        let rw_b = b.fair_rwlock(&name);
+        let upgradable = rw_a.upgradable_read().unwrap();
+        let read = rw_b.read().unwrap();
+        let before = upgradable.fencing_token().max(read.fencing_token());
+        let read_signal = read.lease_signal();
+        let upgrader = thread::spawn(move || upgradable.upgrade());
+        await_queue_len(&rw_b, 1);
+        let mut behind = Vec::new();
+        for want in [Want::Write, Want::Read] {
+            let (handle, got) = spawn_taker(&server, &name, want, None);
+            behind.push((want, handle, got));
+            await_queue_len(&rw_b, behind.len() + 1);
+        }
+
+        server.restart_after(Duration::from_millis(300));
+        let back = Instant::now();
+        let write_token = if aof {
+            thread::sleep(Duration::from_millis(500));
+            assert!(!upgrader.is_finished(), "aof: the upgrade still waits");
+            assert!(!read.is_lease_lost(), "aof: the read kept");
+            let r_token = read.fencing_token();
+            read.unlock().expect("aof: the read's unlock");
+            let write = join_within(upgrader, Duration::from_secs(5), "the upgrade")
+                .expect("aof: the upgrade gets the write once the read goes");
+            let token = write.fencing_token();
+            assert!(token > r_token, "write {token} after read {r_token}");
+            write.unlock().unwrap();
+            Some(token)
+        } else {
+            let upgraded = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+            let err = upgraded.expect_err("empty: the upgradable read is gone");
+            eprintln!("aof {aof}: the upgrade: {err}");
+            assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+            assert_eq!(
+                read_signal.wait_timeout(Duration::from_secs(3)),
+                Some(LeaseEnd::Lost)
+            );
+            drop(read);
+            None
+        };
+        let mut tokens = Vec::new();
+        for (want, handle, got) in behind {
+            let (token, _) = got
+                .recv_timeout(Duration::from_secs(10))
+                .unwrap_or_else(|_| panic!("aof {aof}: the queued {want:?} never got in"));
+            join_within(handle, Duration::from_secs(5), "a taker");
+            tokens.push(token);
+        }
+        eprintln!(
+            "aof {aof}: before {before}, upgrade's write {write_token:?}, then {tokens:?}, \
+             {:?} after the server was back",
+            back.elapsed()
+        );
+        let floor = write_token.unwrap_or(before);
+        assert!(
+            tokens.iter().all(|&t| t > floor),
+            "{tokens:?} after {floor}"
+        );
+        // Their queue kept, they come in its order; lost, waiters of
+        // separate clients join it again as each learns (docs/guarantees.md).
+        assert!(!aof || tokens[1] > tokens[0], "{tokens:?}");
+        assert!(wait_until(Duration::from_secs(3), || {
+            rw_b.queue_len().unwrap() == 0 && rw_b.status(10).unwrap().holder_count == 0
+        }));
+    }
+}
+
+/// An upgrade waiting for a read whose holder process is SIGKILLed gets
+/// the write once that read's lease runs out (its claim's own poll: no
+/// script runs when a lease ends), a writer queued behind its claim after
+/// it, with larger tokens.
+#[test]
+fn an_upgrade_waiting_for_a_killed_readers_read_gets_the_write_when_its_lease_runs_out() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let name = "upgrade-behind-a-killed-reader";
+    let client = server.client();
+    let rw = client.fair_rwlock(name).unbound();
+    let upgradable = rw.upgradable_read().unwrap();
+    let mut child = HolderChild::start(
+        CHILD,
+        &server.url(),
+        name,
+        Duration::from_millis(1000),
+        Held::Read,
+    );
+    let read_token = child.token_within(Duration::from_secs(10));
+    let upgrader = thread::spawn(move || {
+        let write = upgradable.upgrade().expect("upgrade");
+        (write.fencing_token(), Instant::now(), write)
+    });
+    await_queue_len(&client.fair_rwlock(name), 1);
+    let (writer, got) = spawn_taker(&server, name, Want::Write, None);
+    await_queue_len(&client.fair_rwlock(name), 2);
+    let killed = child.kill();
+    let (token, at, write) = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+    let waited = at.duration_since(killed);
+    eprintln!("the upgrade got the write {waited:?} after the reader's kill (lease 1 s)");
+    assert!(token > read_token);
+    assert!(waited < Duration::from_millis(2500), "{waited:?}");
+    assert!(got.try_recv().is_err(), "the writer passed the upgrade");
+    write.unlock().unwrap();
+    let (w_token, _) = got
+        .recv_timeout(Duration::from_secs(3))
+        .expect("the writer");
+    assert!(w_token > token);
+    join_within(writer, Duration::from_secs(5), "the writer");
+}
+
+/// A revocation that comes while an upgrade waits for another client's
+/// read asks the upgradable read and that read: the read lets go, the
+/// claim is settled, and the write it became is still asked (it is the
+/// hold the revocation asked: its guard says so at once and its renewals
+/// keep saying so); a write taken after it is not asked.
+#[test]
+fn a_revocation_during_an_upgrade_still_asks_the_write_it_becomes() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let name = "revoked-while-upgrading";
+    let (a, b) = (server.client(), server.client());
+    let upgradable = a.fair_rwlock(name).unbound().upgradable_read().unwrap();
+    let read = b.fair_rwlock(name).read().unwrap();
+    let upgrader = thread::spawn(move || upgradable.upgrade().expect("upgrade"));
+    await_queue_len(&b.fair_rwlock(name), 1);
+    assert_eq!(b.fair_rwlock(name).revoke().unwrap(), 2);
+    assert!(
+        wait_until(Duration::from_secs(2), || read.is_revoked()),
+        "the read was not asked"
+    );
+    read.unlock().unwrap();
+    let write = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+    assert!(write.is_revoked(), "the write the asked read became");
+    // Past a renewal (lease 2 s, renewed every 333 ms).
+    thread::sleep(Duration::from_millis(400));
+    assert!(write.is_revoked() && !write.is_lease_lost());
+    write.unlock().unwrap();
+    let next = b.fair_rwlock(name).write().unwrap();
+    thread::sleep(Duration::from_millis(400));
+    assert!(!next.is_revoked(), "a write taken after the revocation");
+    next.unlock().unwrap();
+}
+
+/// An upgrading client cut off (its link stalled) while its claim waits
+/// for another client's read, a writer queued behind the claim: the read
+/// released settles the claim at Redis into a write the cut-off client
+/// never hears of; the writer gets the lock once that write's lease (the
+/// upgradable read's) runs out, and only after the cut-off client counted
+/// its hold lost; its upgrade fails `LeaseLost`.
+#[test]
+fn a_cut_off_upgrader_knows_its_hold_lost_before_the_writer_behind_its_claim_gets_it() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let lease = Duration::from_secs(1);
+    let cut_off = Client::builder(&relay.url())
+        .lease(lease)
+        .waiter_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = "cut-off-upgrader";
+    let direct = server.client();
+    let rw = direct.fair_rwlock(name);
+    let upgradable = cut_off
+        .fair_rwlock(name)
+        .unbound()
+        .upgradable_read()
+        .unwrap();
+    let u_token = upgradable.fencing_token();
+    let signal = upgradable.lease_signal();
+    let read = rw.read().unwrap();
+    let upgrader = thread::spawn(move || upgradable.upgrade().map(|w| w.fencing_token()));
+    await_queue_len(&rw, 1);
+    let (writer, got) = spawn_taker(&server, name, Want::Write, None);
+    await_queue_len(&rw, 2);
+    relay.stall();
+    let stalled = Instant::now();
+    read.unlock().unwrap();
+    let (token, granted) = got
+        .recv_timeout(lease + Duration::from_secs(4))
+        .expect("the writer behind the claim");
+    let fired = signal.ended();
+    eprintln!(
+        "cut-off upgrader: the writer held {:?} after the stall; the upgradable read's signal \
+         {fired:?}",
+        granted - stalled
+    );
+    assert_eq!(
+        fired,
+        Some(LeaseEnd::Lost),
+        "not counted lost when the writer got it"
+    );
+    assert!(token > u_token);
+    relay.resume();
+    let upgraded = join_within(upgrader, Duration::from_secs(5), "the upgrade");
+    eprintln!("cut-off upgrader: the upgrade: {upgraded:?}");
+    assert_eq!(upgraded.map_err(|e| e.kind()), Err(ErrorKind::LeaseLost));
+    join_within(writer, Duration::from_secs(5), "the writer");
+    assert!(wait_until(Duration::from_secs(3), || {
+        rw.queue_len().unwrap() == 0 && rw.status(10).unwrap().holder_count == 0
+    }));
+}

@@ -418,3 +418,57 @@ fn set_acl(conn: &mut redis::Connection, rule: &str) {
         .query(conn)
         .unwrap();
 }
+
+/// An upgrade whose claim is settled while its client hears no message
+/// (its subscriber cut and refused, as above) learns it from the
+/// watchdog's heartbeat of the claim, within about a period (500 ms), not
+/// when the first lease would run out (30 s): the heartbeat finds the
+/// claim gone from the queue, and the claim's poll finds the write.
+#[test]
+fn an_upgrade_settled_without_its_message_is_learned_from_a_heartbeat() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let client = acl_client(&server, &mut conn, Duration::from_millis(1500));
+    let other = server.client();
+    let name = "heartbeat-upgrade";
+    let rw = other.fair_rwlock(name);
+    let upgradable = client
+        .fair_rwlock(name)
+        .unbound()
+        .upgradable_read()
+        .unwrap();
+    let read = rw.read().unwrap();
+    let (tx, rx) = mpsc::channel();
+    let upgrader = thread::spawn(move || {
+        let write = upgradable.upgrade().unwrap();
+        tx.send(Instant::now()).unwrap();
+        write
+    });
+    assert!(wait_until(Duration::from_secs(5), || rw
+        .queue_len()
+        .unwrap()
+        == 1));
+    set_acl(&mut conn, "-subscribe");
+    assert!(kill_subscribers(&mut conn) >= 1, "the clients' subscribers");
+    let denied = || denied_subscribes(&mut server.conn()) >= 1;
+    assert!(wait_until(Duration::from_secs(5), denied));
+
+    let released = Instant::now();
+    read.unlock().unwrap();
+    let upgraded = rx
+        .recv_timeout(Duration::from_secs(40))
+        .expect("the upgrade got the write");
+    let write = join_within(upgrader, Duration::from_secs(5), "upgrader");
+    eprintln!(
+        "upgrade learned {:.0} ms after the last read's release",
+        ms(upgraded - released)
+    );
+    set_acl(&mut conn, "+subscribe");
+    assert!(
+        upgraded - released < Duration::from_millis(2500),
+        "not from the heartbeat"
+    );
+    assert!(!write.is_lease_lost());
+    write.unlock().unwrap();
+}
