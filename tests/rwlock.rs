@@ -1823,3 +1823,49 @@ fn a_cut_off_upgrader_knows_its_hold_lost_before_the_writer_behind_its_claim_get
         rw.queue_len().unwrap() == 0 && rw.status(10).unwrap().holder_count == 0
     }));
 }
+
+/// An upgrader that goes silent (its link stalled; lease 30 s, waiter
+/// timeout 1 s) while its claim heads the queue, another client's read
+/// held: its claim lapses with its liveness deadline, and a reader queued
+/// behind the claim gets in beside the reads within about the waiter
+/// timeout, not when the upgradable read's 30 s lease runs out.
+#[test]
+fn a_silent_upgraders_claim_lapses_and_the_readers_behind_it_get_in() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let silent = Client::builder(&relay.url())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let name = "silent-upgrader";
+    let direct = server.client();
+    let rw = direct.fair_rwlock(name);
+    let upgradable = silent
+        .fair_rwlock(name)
+        .unbound()
+        .upgradable_read()
+        .unwrap();
+    let read = rw.read().unwrap();
+    let upgrader = thread::spawn(move || upgradable.upgrade().map(drop));
+    await_queue_len(&rw, 1);
+    let (reader, got) = spawn_taker(&server, name, Want::Read, None);
+    await_queue_len(&rw, 2);
+    relay.stall();
+    let stalled = Instant::now();
+    let (_, at) = got
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the reader behind the lapsed claim");
+    eprintln!(
+        "silent upgrader: the reader behind its claim got in {:?} after the stall",
+        at - stalled
+    );
+    assert!(at - stalled < Duration::from_secs(3), "{:?}", at - stalled);
+    join_within(reader, Duration::from_secs(5), "the reader");
+    relay.resume();
+    read.unlock().unwrap();
+    let upgraded = join_within(upgrader, Duration::from_secs(10), "the upgrade");
+    eprintln!("silent upgrader: the upgrade after the stall: {upgraded:?}");
+}
