@@ -214,6 +214,21 @@ fn a_subscription_whose_link_died_silently_is_opened_again() {
     join_within(waiter, Duration::from_secs(5), "waiter");
 }
 
+/// Cuts the subscribers of the ACL user `fairlock`'s clients and keeps
+/// them from subscribing again (its user loses SUBSCRIBE; the scripts may
+/// still PUBLISH), until the server has refused one of their tries;
+/// returns how many it cut.
+fn cut_subscribers(server: &RedisServer, conn: &mut redis::Connection) -> i64 {
+    set_acl(conn, "-subscribe");
+    let cut = kill_subscribers(conn);
+    let denied = || denied_subscribes(&mut server.conn()) >= 1;
+    assert!(
+        wait_until(Duration::from_secs(5), denied),
+        "no subscribe refused"
+    );
+    cut
+}
+
 /// SUBSCRIBE calls the server denied so far (its ACL LOG).
 fn denied_subscribes(conn: &mut redis::Connection) -> i64 {
     let entries: Vec<HashMap<String, redis::Value>> =
@@ -240,13 +255,14 @@ fn a_waiter_of_the_releasing_client_wakes_from_the_release_reply() {
     let client = acl_client(&server, &mut conn, Duration::from_secs(30));
     let (mutex, holder, waiter, rx) = held_with_a_same_client_waiter(&client, "same-client");
 
-    set_acl(&mut conn, "-subscribe");
-    assert_eq!(kill_subscribers(&mut conn), 1, "the client's subscriber");
     // Its tries to subscribe again are refused (and retried, 50 ms to 1 s
     // apart), so no message and no re-poll reaches the waiter: only the
     // release's reply, or the watchdog's heartbeat 10 s away, can wake it.
-    let denied = || denied_subscribes(&mut server.conn()) >= 1;
-    assert!(wait_until(Duration::from_secs(5), denied));
+    assert_eq!(
+        cut_subscribers(&server, &mut conn),
+        1,
+        "the client's subscriber"
+    );
     let released = Instant::now();
     holder.unlock().unwrap();
     let granted = rx.recv_timeout(Duration::from_secs(20));
@@ -356,10 +372,10 @@ fn a_permit_learned_from_a_heartbeat_counts_its_own_lease() {
         .queue_len()
         .unwrap()
         == 1));
-    set_acl(&mut conn, "-subscribe");
-    assert!(kill_subscribers(&mut conn) >= 1, "the clients' subscribers");
-    let denied = || denied_subscribes(&mut server.conn()) >= 1;
-    assert!(wait_until(Duration::from_secs(5), denied));
+    assert!(
+        cut_subscribers(&server, &mut conn) >= 1,
+        "the clients' subscribers"
+    );
 
     let released = Instant::now();
     long.unlock().unwrap();
@@ -449,10 +465,10 @@ fn an_upgrade_settled_without_its_message_is_learned_from_a_heartbeat() {
         .queue_len()
         .unwrap()
         == 1));
-    set_acl(&mut conn, "-subscribe");
-    assert!(kill_subscribers(&mut conn) >= 1, "the clients' subscribers");
-    let denied = || denied_subscribes(&mut server.conn()) >= 1;
-    assert!(wait_until(Duration::from_secs(5), denied));
+    assert!(
+        cut_subscribers(&server, &mut conn) >= 1,
+        "the clients' subscribers"
+    );
 
     let released = Instant::now();
     read.unlock().unwrap();
