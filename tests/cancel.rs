@@ -130,6 +130,57 @@ fn a_wait_cancelled_while_redis_stalls_returns_none_and_leaves_no_entry() {
     assert!(!mutex.is_locked().unwrap(), "nobody was handed the lock");
 }
 
+/// `holder` takes `name` with a `fixed` lease and a waiter of a client of
+/// its own (with `command_timeout`, and no watchdog round for 10 s, so a
+/// poll is its one request in flight) queues behind it, cancellable:
+/// returns the hold, the canceller, the waiting thread (whether it got the
+/// lock, and when it returned) and the holder's handle.
+fn queued_behind_a_fixed_lease(
+    server: &RedisServer,
+    holder: &Client,
+    name: &str,
+    fixed: Duration,
+    command_timeout: Duration,
+) -> (
+    fairlock::FairMutexGuard,
+    WaitCanceller,
+    std::thread::JoinHandle<(fairlock::Result<bool>, Instant)>,
+    fairlock::FairMutex,
+) {
+    let held = holder
+        .fair_mutex(name)
+        .with_fixed_lease(fixed)
+        .lock()
+        .unwrap();
+    let cancel = WaitCanceller::new();
+    let waiter = (server.builder())
+        .command_timeout(command_timeout)
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let (c, m) = (cancel.clone(), waiter.fair_mutex(name));
+    let blocked = std::thread::spawn(move || {
+        let got = m.lock_with(Wait::forever().cancelled_by(&c));
+        (got.map(|guard| guard.is_some()), Instant::now())
+    });
+    let mutex = holder.fair_mutex(name);
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    (held, cancel, blocked, mutex)
+}
+
+/// Whether a client's command waits at Redis (`CLIENT PAUSE` holds it).
+fn postponed(conn: &mut redis::Connection) -> bool {
+    let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
+    let count = info
+        .lines()
+        .find_map(|l| l.strip_prefix("blocked_clients:"));
+    count.is_some_and(|count| count.trim() != "0")
+}
+
 /// A cancel ends the wait's sleep at once, not a request it has in
 /// flight: a waiter at the head of the queue polls when the holder's
 /// fixed lease ends, here while Redis holds writes back, and is cancelled
@@ -147,30 +198,9 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
     // CPU longer had the poll go out before the pause, the waiter took the
     // lock and nothing was ever in flight ("the head never polled").
     let fixed = Duration::from_millis(1500);
-    let held = holder
-        .fair_mutex(name)
-        .with_fixed_lease(fixed)
-        .lock()
-        .unwrap();
-    let cancel = WaitCanceller::new();
     let command_timeout = Duration::from_secs(2);
-    // No watchdog round for 10 s: the poll is the one request in flight.
-    let waiter = (server.builder())
-        .command_timeout(command_timeout)
-        .lease(Duration::from_secs(30))
-        .waiter_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let (c, m) = (cancel.clone(), waiter.fair_mutex(name));
-    let blocked = std::thread::spawn(move || {
-        let got = m.lock_with(Wait::forever().cancelled_by(&c));
-        (got.map(|guard| guard.is_some()), Instant::now())
-    });
-    let mutex = holder.fair_mutex(name);
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (held, cancel, blocked, _) =
+        queued_behind_a_fixed_lease(&server, &holder, name, fixed, command_timeout);
     let mut conn = server.conn();
     // The poll, at the lease's end, waits at Redis for its command timeout,
     // within the pause: it ends at most `fixed + command_timeout` after
@@ -181,13 +211,6 @@ fn a_cancel_with_a_request_in_flight_returns_once_that_request_is_over() {
         !held.is_lease_lost(),
         "the setup outlasted the holder's fixed lease: the head may have polled before the pause"
     );
-    let postponed = |conn: &mut redis::Connection| {
-        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-        let count = info
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"));
-        count.is_some_and(|count| count.trim() != "0")
-    };
     assert!(
         wait_until(fixed + Duration::from_secs(1), || postponed(&mut conn)),
         "the head never polled"
@@ -222,40 +245,13 @@ fn a_cancel_with_a_poll_in_flight_that_takes_the_lock_gives_it_back() {
     let name = "cancel-in-flight-taken";
     // As above: the poll at the lease's end comes after the pause began.
     let fixed = Duration::from_millis(1500);
-    let held = holder
-        .fair_mutex(name)
-        .with_fixed_lease(fixed)
-        .lock()
-        .unwrap();
-    let cancel = WaitCanceller::new();
-    let waiter = (server.builder())
-        .command_timeout(Duration::from_secs(5))
-        .lease(Duration::from_secs(30))
-        .waiter_timeout(Duration::from_secs(30))
-        .build()
-        .unwrap();
-    let (c, m) = (cancel.clone(), waiter.fair_mutex(name));
-    let blocked = std::thread::spawn(move || {
-        let got = m.lock_with(Wait::forever().cancelled_by(&c));
-        (got.map(|guard| guard.is_some()), Instant::now())
-    });
-    let mutex = holder.fair_mutex(name);
-    assert!(wait_until(Duration::from_secs(5), || mutex
-        .queue_len()
-        .unwrap()
-        == 1));
+    let (held, cancel, blocked, mutex) =
+        queued_behind_a_fixed_lease(&server, &holder, name, fixed, Duration::from_secs(5));
     let mut conn = server.conn();
     // Ends a second after the lease: the poll then runs, and takes it.
     let pause = fixed + Duration::from_secs(1);
     let paused = pause_clients(&mut conn, "WRITE", pause);
     assert!(!held.is_lease_lost(), "the setup outlasted the lease");
-    let postponed = |conn: &mut redis::Connection| {
-        let info: String = redis::cmd("INFO").arg("clients").query(conn).unwrap();
-        let count = info
-            .lines()
-            .find_map(|l| l.strip_prefix("blocked_clients:"));
-        count.is_some_and(|count| count.trim() != "0")
-    };
     assert!(
         wait_until(fixed + Duration::from_millis(500), || postponed(&mut conn)),
         "the head never polled"
