@@ -2365,7 +2365,12 @@ fn await_announced(cluster: &RedisCluster, master: u16, port: u16) {
 /// retries a `CLUSTERDOWN` after a pause of its own (100 ms to 1 s, 6
 /// times); a call on a healthy master must still keep to its deadline
 /// (`try_lock_for`) or its command timeout (`try_lock`, `status`), as
-/// docs/cluster-and-sentinel.md says of those retries.
+/// docs/cluster-and-sentinel.md says of those retries. Meanwhile the
+/// client's watchdog tries to renew a hold on the healthy master round
+/// after round on the connection it has: that node answered, and a new
+/// connection would get the same answer (each round opened a connection
+/// to it and a cluster connection, one to every live node, and dropped
+/// them).
 #[test]
 fn calls_on_a_cluster_that_is_down_keep_their_deadline_and_command_timeout() {
     let _serial = serial();
@@ -2380,6 +2385,8 @@ fn calls_on_a_cluster_that_is_down_keep_their_deadline_and_command_timeout() {
         .unwrap();
     let mutex = client.fair_mutex(&per_master[&healthy]);
     mutex.lock().unwrap().unlock().unwrap();
+    let held = cluster.one_name_per_master("down-held");
+    let _held = client.fair_mutex(&held[&healthy]).lock().unwrap();
     // (The test cluster serves the slots it still covers by default.)
     for port in cluster.live_ports() {
         let mut conn = cluster.conn(port);
@@ -2400,6 +2407,10 @@ fn calls_on_a_cluster_that_is_down_keep_their_deadline_and_command_timeout() {
         }),
         "the cluster never said it was down"
     );
+    let mut conns: Vec<_> = (cluster.live_ports().into_iter())
+        .map(|port| cluster.conn(port))
+        .collect();
+    let before = connections_received(&mut conns);
     let wait = Duration::from_millis(300);
     let mut took = Vec::new();
     for call in ["try_lock_for", "try_lock", "status"].repeat(2) {
@@ -2430,5 +2441,26 @@ fn calls_on_a_cluster_that_is_down_keep_their_deadline_and_command_timeout() {
             assert!(err.to_string().contains("cluster is down"), "{err}");
         }
     }
-    eprintln!("cluster down: {took:?}");
+    // (At least two watchdog rounds, 1 s apart.)
+    thread::sleep(Duration::from_secs(2).saturating_sub(took.iter().map(|(_, t)| *t).sum()));
+    let opened = connections_received(&mut conns) - before;
+    eprintln!("cluster down: {took:?}; {opened} connections opened");
+    // Once: a slot map read's, a subscriber's to each live replica (3);
+    // before, each round opened some 5 and dropped them (42).
+    assert!(
+        opened <= 5,
+        "{opened} connections opened while the cluster was down"
+    );
+}
+
+/// Connections the nodes of `conns` accepted so far, all told.
+fn connections_received(conns: &mut [redis::Connection]) -> u64 {
+    let received = |conn: &mut redis::Connection| {
+        let info: String = redis::cmd("INFO").arg("stats").query(conn).unwrap();
+        let field = info
+            .lines()
+            .find_map(|l| l.strip_prefix("total_connections_received:"));
+        field.unwrap().trim().parse::<u64>().unwrap()
+    };
+    conns.iter_mut().map(received).sum()
 }
