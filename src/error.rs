@@ -328,6 +328,17 @@ impl Error {
         self.redis_error().and_then(code_of) == Some("CLUSTERDOWN")
     }
 
+    /// True when a node answered that it cannot run the call for now: the
+    /// cluster is down (`CLUSTERDOWN`), or the node is loading its data
+    /// (`LOADING`). Nothing ran, and the node was reached: its connection
+    /// is sound, and no slot map is to blame.
+    pub(crate) fn is_not_serving(&self) -> bool {
+        matches!(
+            self.redis_error().and_then(code_of),
+            Some("CLUSTERDOWN" | "LOADING")
+        )
+    }
+
     /// True when a request went out and its reply did not come in time
     /// (a stalled or slow server), not when no connection could be had.
     pub(crate) fn is_reply_timeout(&self) -> bool {
@@ -521,10 +532,10 @@ impl Error {
             || err.is_connection_refusal()
             // A server busy running a (someone's) long script ran nothing:
             // as a stalled one, which times out until it replies `BUSY`.
-            || code_of(&err) == Some("BUSY")
+            || matches!(code_of(&err), Some("BUSY" | "LOADING"))
             || matches!(
                 err.kind(),
-                K::Server(S::BusyLoading | S::MasterDown)
+                K::Server(S::MasterDown)
                     | K::ClusterConnectionNotFound
                     | K::MasterNameNotFoundBySentinel
             )

@@ -1642,25 +1642,7 @@ fn a_cluster_url_naming_no_cluster_or_one_without_slots_says_so() {
 /// wake-up channel". It listens on the seed, and a waiter is woken.
 #[test]
 fn a_lone_cluster_node_that_met_no_peer_serves_and_wakes_waiters() {
-    let node =
-        RedisServer::start_with_bus(&["--cluster-enabled", "yes", "--cluster-node-timeout", "500"]);
-    let mut conn = node.conn();
-    redis::cmd("CLUSTER")
-        .arg(&["ADDSLOTSRANGE", "0", "16383"][..])
-        .query::<()>(&mut conn)
-        .or_else(|_| {
-            let slots: Vec<u16> = (0..16384).collect();
-            redis::cmd("CLUSTER")
-                .arg("ADDSLOTS")
-                .arg(slots)
-                .query::<()>(&mut conn)
-        })
-        .unwrap();
-    let ok = wait_until(Duration::from_secs(20), || {
-        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
-        info.contains("cluster_state:ok")
-    });
-    assert!(ok, "the lone node never reported cluster_state:ok");
+    let (node, _) = lone_node(&[]);
     let url = format!("redis+cluster://127.0.0.1:{}", node.port());
     let started = Instant::now();
     let client = Client::open(&url);
@@ -2463,4 +2445,111 @@ fn connections_received(conns: &mut [redis::Connection]) -> u64 {
         field.unwrap().trim().parse::<u64>().unwrap()
     };
     conns.iter_mut().map(received).sum()
+}
+
+/// A cluster node started with `extra` arguments that serves every slot
+/// alone, and a connection to it.
+fn lone_node(extra: &[&str]) -> (RedisServer, redis::Connection) {
+    let mut args = vec!["--cluster-enabled", "yes", "--cluster-node-timeout", "500"];
+    args.extend(extra);
+    let node = RedisServer::start_with_bus(&args);
+    let mut conn = node.conn();
+    redis::cmd("CLUSTER")
+        .arg(&["ADDSLOTSRANGE", "0", "16383"][..])
+        .query::<()>(&mut conn)
+        .or_else(|_| {
+            let slots: Vec<u16> = (0..16384).collect();
+            redis::cmd("CLUSTER")
+                .arg("ADDSLOTS")
+                .arg(slots)
+                .query::<()>(&mut conn)
+        })
+        .unwrap();
+    let ok = wait_until(Duration::from_secs(20), || {
+        let info: String = redis::cmd("CLUSTER").arg("INFO").query(&mut conn).unwrap();
+        info.contains("cluster_state:ok")
+    });
+    assert!(ok, "the lone node never reported cluster_state:ok");
+    (node, conn)
+}
+
+/// A cluster node that loads its data answers `LOADING` (here `DEBUG
+/// RELOAD NOSAVE`, slowed down; a restarted node serving reads while the
+/// cluster is down, `cluster-allow-reads-when-down`, answers so too). The
+/// cluster client retried that after pauses of its own (100 ms to 1 s,
+/// whatever the call's time): a call must keep to its deadline
+/// (`try_lock_for`) or its command timeout (`try_lock`, `status`), and
+/// say what the node answered, not that it timed out.
+#[test]
+fn calls_on_a_cluster_node_loading_its_data_keep_their_deadline_and_command_timeout() {
+    // (Redis 6.2 has no such setting, and takes `DEBUG` from anyone.)
+    let debug: &[&str] = match server_version().0 >= 7 {
+        true => &["--enable-debug-command", "yes"],
+        false => &[],
+    };
+    let (node, mut conn) = lone_node(debug);
+    let timeout = Duration::from_millis(500);
+    let client = Client::builder(&format!("redis+cluster://127.0.0.1:{}", node.port()))
+        .command_timeout(timeout)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("loading");
+    mutex.lock().unwrap().unlock().unwrap();
+    // Loading 3 000 keys takes some 1 s, answering clients every 1 KiB.
+    let _: () = redis::cmd("DEBUG")
+        .arg(&["POPULATE", "3000"][..])
+        .query(&mut conn)
+        .unwrap();
+    let _: () = redis::cmd("SAVE").query(&mut conn).unwrap();
+    for (name, value) in [
+        ("key-load-delay", "200"),
+        ("loading-process-events-interval-bytes", "1024"),
+    ] {
+        let _: () = redis::cmd("CONFIG")
+            .arg(&["SET", name, value][..])
+            .query(&mut conn)
+            .unwrap();
+    }
+    let mut probe = node.conn();
+    let reload = thread::spawn(move || {
+        redis::cmd("DEBUG")
+            .arg(&["RELOAD", "NOSAVE"][..])
+            .query::<()>(&mut conn)
+    });
+    assert!(
+        wait_until(Duration::from_secs(5), || {
+            let got = redis::cmd("GET")
+                .arg("x")
+                .query::<Option<String>>(&mut probe);
+            got.is_err_and(|err| err.to_string().contains("loading"))
+        }),
+        "the node never said it was loading"
+    );
+    let wait = Duration::from_millis(300);
+    let mut took = Vec::new();
+    for call in ["try_lock_for", "try_lock", "status"] {
+        let started = Instant::now();
+        let got = match call {
+            "try_lock_for" => mutex.try_lock_for(wait).map(|guard| guard.is_some()),
+            "try_lock" => mutex.try_lock().map(|guard| guard.is_some()),
+            _ => mutex.status(1).map(|_| false),
+        };
+        let elapsed = started.elapsed();
+        took.push((
+            call,
+            elapsed,
+            got.as_ref().map_err(ToString::to_string).cloned(),
+        ));
+        let bound = match call {
+            "try_lock_for" => wait,
+            _ => timeout,
+        } + Duration::from_millis(100);
+        assert!(elapsed < bound, "{call} took {elapsed:?}; all: {took:?}");
+        // What the node said, not a timeout of a request it answered.
+        let err = got.expect_err("a call answered by a node loading its data");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{err}");
+        assert!(err.to_string().contains("loading"), "{err}");
+    }
+    reload.join().unwrap().unwrap();
+    eprintln!("cluster node loading: {took:?}");
 }

@@ -148,7 +148,7 @@ impl Caller {
                     if fresh_map_retry
                         && err.retry() != Retry::No
                         && !err.is_timeout()
-                        && !err.is_cluster_down()
+                        && !err.is_not_serving()
                         && self.backend.is_cluster() =>
                 {
                     fresh_map_retry = false;

@@ -30,8 +30,8 @@ impl<K, C> Default for OwnConns<K, C> {
 impl<K: Hash + Eq + Clone, C> OwnConns<K, C> {
     /// Runs `call` on an idle connection kept for `key`, or on a new one
     /// that `open` makes. A connection that failed is dropped (not one
-    /// whose node answered that the cluster is down: it was reached, and
-    /// a new one would hear the same); a reused
+    /// whose node answered that the cluster is down or that it loads its
+    /// data: it was reached, and a new one would hear the same); a reused
     /// one that the server closed while it sat idle (a restart), or whose
     /// server was demoted meanwhile (`READONLY`: a failover behind the
     /// same address), is replaced and the call sent again once.
@@ -51,7 +51,7 @@ impl<K: Hash + Eq + Clone, C> OwnConns<K, C> {
             conn = open()?;
             result = call(&mut conn);
         }
-        if !matches!(&result, Err(err) if err.is_connection() && !err.is_cluster_down()) {
+        if !matches!(&result, Err(err) if err.is_connection() && !err.is_not_serving()) {
             self.idle.lock().entry(key).or_default().push(conn);
         }
         result

@@ -218,9 +218,10 @@ impl Pooled {
             Deployment::Cluster(_) if err.is_timeout() => {
                 self.manager.stalled.store(true, Ordering::Relaxed);
             }
-            // (A node that says the cluster is down was reached.)
+            // (A node that says the cluster is down, or that it loads its
+            // data, was reached.)
             Deployment::Cluster(_)
-                if err.is_connection() && !err.is_slot_moving() && !err.is_cluster_down() =>
+                if err.is_connection() && !err.is_slot_moving() && !err.is_not_serving() =>
             {
                 (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
             }

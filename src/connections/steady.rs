@@ -356,15 +356,19 @@ impl ConnectionLike for Steady {
     }
 }
 
-/// A `TRYAGAIN` reply (a cluster slot being moved) or a `CLUSTERDOWN` (a
-/// cluster that lost a master not failed over yet) as an error of that
-/// code which the cluster client does not try again itself: it would wait
-/// 100 ms to 1 s between its tries whatever a call's deadline or command
-/// timeout; the caller tries again within them (`Caller`'s slot moves).
+/// A `TRYAGAIN` reply (a cluster slot being moved), a `CLUSTERDOWN` (a
+/// cluster that lost a master not failed over yet) or a `LOADING` (a node
+/// loading its data) as an error of that code which the cluster client
+/// does not try again itself: it would wait 100 ms to 1 s between its
+/// tries whatever a call's deadline or command timeout. The caller tries
+/// a slot move and a cluster down again within them (`Caller`'s slot
+/// moves); a `LOADING` fails the call at once, as on one server.
 fn try_again(reply: &Value) -> Option<redis::RedisError> {
-    use redis::ServerErrorKind::{ClusterDown, TryAgain};
+    use redis::ServerErrorKind::{BusyLoading, ClusterDown, TryAgain};
     match reply {
-        Value::ServerError(err) if matches!(err.kind(), Some(TryAgain | ClusterDown)) => {
+        Value::ServerError(err)
+            if matches!(err.kind(), Some(TryAgain | ClusterDown | BusyLoading)) =>
+        {
             let detail = err.details().map(str::to_owned);
             Some(redis::make_extension_error(err.code().to_owned(), detail))
         }

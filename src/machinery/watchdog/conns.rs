@@ -19,10 +19,10 @@ impl Watchdog {
     /// Runs `call` on one of its connections to `node` if given, or of the
     /// deployment's own kind when the node is unknown, unreachable, or
     /// says the slot is served elsewhere: then the slot map is stale
-    /// (`map_stale` is set). A node that says the cluster is down was
-    /// reached, and every node says so until a failover (which the map,
-    /// read again, finds): its answer is the call's, and its connection
-    /// kept.
+    /// (`map_stale` is set). A node that says the cluster is down (every
+    /// node says so until a failover, which the map, read again, finds)
+    /// or that it loads its data was reached: its answer is the call's,
+    /// and its connection kept.
     pub(super) fn with_conn<T>(
         &self,
         shared: &Shared,
@@ -32,7 +32,7 @@ impl Watchdog {
         let (conns, backend) = (&self.conns, &shared.caller.backend);
         if node.is_some() {
             match conns.with(node.cloned(), open(backend, node), |conn| call(&mut **conn)) {
-                Err(err) if err.is_cluster_down() => {
+                Err(err) if err.is_not_serving() => {
                     self.map_stale.store(true, Ordering::Relaxed);
                     return Err(err);
                 }
