@@ -329,13 +329,14 @@ impl Error {
     }
 
     /// True when a node answered that it cannot run the call for now: the
-    /// cluster is down (`CLUSTERDOWN`), or the node is loading its data
-    /// (`LOADING`). Nothing ran, and the node was reached: its connection
-    /// is sound, and no slot map is to blame.
+    /// cluster is down (`CLUSTERDOWN`), the node is loading its data
+    /// (`LOADING`) or running someone's long script (`BUSY`). Nothing ran,
+    /// and the node was reached: its connection is sound, and no slot map
+    /// is to blame.
     pub(crate) fn is_not_serving(&self) -> bool {
         matches!(
             self.redis_error().and_then(code_of),
-            Some("CLUSTERDOWN" | "LOADING")
+            Some("CLUSTERDOWN" | "LOADING" | "BUSY")
         )
     }
 

@@ -2553,3 +2553,89 @@ fn calls_on_a_cluster_node_loading_its_data_keep_their_deadline_and_command_time
     reload.join().unwrap().unwrap();
     eprintln!("cluster node loading: {took:?}");
 }
+
+/// One master busy running someone's long script (it answers `BUSY` to
+/// every call past `busy-reply-threshold`) while a thread keeps calling on
+/// it: the node answered, so its `BUSY` makes no pooled cluster connection
+/// stale. Each one did (as for a node that cannot be reached), so every
+/// call there had every pooled connection replaced, each new one opened to
+/// every node: some 1 700 connections in 2 s, and the calls on a healthy
+/// master waited for them (up to 272 ms, 19 calls where 96 went through).
+#[test]
+fn a_busy_master_costs_no_connections_nor_time_to_the_other_masters() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let per_master = cluster.one_name_per_master("busy");
+    let mut masters: Vec<u16> = per_master.keys().copied().collect();
+    masters.sort_unstable();
+    let (busy, healthy) = (masters[0], masters[1]);
+    let client = stall_builder(&cluster).build().unwrap();
+    let on_busy = client.fair_mutex(&per_master[&busy]);
+    let on_healthy = client.fair_mutex(&per_master[&healthy]);
+    on_busy.lock().unwrap().unlock().unwrap();
+    on_healthy.lock().unwrap().unlock().unwrap();
+    let mut conn = cluster.conn(busy);
+    let threshold = match server_version().0 >= 7 {
+        true => "busy-reply-threshold",
+        false => "lua-time-limit",
+    };
+    let set = [&"SET", &threshold, &"100"];
+    redis::cmd("CONFIG")
+        .arg(&set[..])
+        .query::<()>(&mut conn)
+        .unwrap();
+    let mut conns: Vec<_> = (cluster.live_ports().into_iter())
+        .map(|port| cluster.conn(port))
+        .collect();
+    let before = connections_received(&mut conns);
+    // Busy for 1.5 s (answering `BUSY` from 100 ms on).
+    let script = thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg(
+                "local t = redis.call('TIME') local e = t[1] * 1e6 + t[2] + 1.5e6 \
+                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] >= e return 1",
+            )
+            .arg(0)
+            .query::<i64>(&mut conn)
+    });
+    thread::sleep(Duration::from_millis(200));
+    let stop = Arc::new(AtomicBool::new(false));
+    let caller = {
+        let stop = Arc::clone(&stop);
+        thread::spawn(move || {
+            let mut said = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                said.push(on_busy.try_lock().map(|guard| guard.is_some()));
+            }
+            said
+        })
+    };
+    let mut took = Vec::new();
+    while took.len() < 40 {
+        let started = Instant::now();
+        on_healthy.status(1).unwrap();
+        took.push(started.elapsed());
+        thread::sleep(Duration::from_millis(20));
+    }
+    stop.store(true, Ordering::Relaxed);
+    let said = caller.join().unwrap();
+    assert_eq!(
+        script.join().unwrap().unwrap(),
+        1,
+        "the script ran throughout"
+    );
+    let opened = connections_received(&mut conns) - before;
+    let slowest = *took.iter().max().unwrap();
+    eprintln!(
+        "busy master: {} calls on it; {opened} connections opened; calls on a healthy master: {}",
+        said.len(),
+        latencies(&mut took)
+    );
+    let err = said[0].as_ref().expect_err("a call answered BUSY");
+    assert!(
+        err.is_retryable() && err.to_string().contains("BUSY"),
+        "{err}"
+    );
+    assert!(opened <= 30, "{opened} connections opened");
+    assert!(slowest < Duration::from_millis(100), "{slowest:?}");
+}
