@@ -330,14 +330,16 @@ impl Error {
 
     /// True when a node answered that it cannot run the call for now: the
     /// cluster is down (`CLUSTERDOWN`), the node is loading its data
-    /// (`LOADING`) or running someone's long script (`BUSY`). Nothing ran,
-    /// and the node was reached: its connection is sound, and no slot map
-    /// is to blame.
+    /// (`LOADING`) or running someone's long script (`BUSY`), or it takes
+    /// no more connections (its `maxclients`). Nothing ran, and the node
+    /// was reached: the connections that reach it are sound, and no slot
+    /// map is to blame.
     pub(crate) fn is_not_serving(&self) -> bool {
+        let err = self.redis_error();
         matches!(
-            self.redis_error().and_then(code_of),
+            err.and_then(code_of),
             Some("CLUSTERDOWN" | "LOADING" | "BUSY")
-        )
+        ) || err.is_some_and(server_codes::is_at_maxclients)
     }
 
     /// True when a request went out and its reply did not come in time
