@@ -531,11 +531,17 @@ impl Error {
             let message =
                 "redis has all the clients its maxclients allows (try again once some leave)";
             (Retry::Unreachable, message)
+        } else if code_of(&err) == Some("LOADING") {
+            let message = "redis is loading its data (nothing ran; it can once the data is in)";
+            (Retry::Unreachable, message)
+        } else if code_of(&err) == Some("BUSY") {
+            // Someone's long script: as a stalled server, which times out
+            // until it replies `BUSY`.
+            let message = "redis is busy running a script (nothing ran; it can once the script \
+                           ends or is killed)";
+            (Retry::Unreachable, message)
         } else if err.is_io_error()
             || err.is_connection_refusal()
-            // A server busy running a (someone's) long script ran nothing:
-            // as a stalled one, which times out until it replies `BUSY`.
-            || matches!(code_of(&err), Some("BUSY" | "LOADING"))
             || matches!(
                 err.kind(),
                 K::Server(S::MasterDown)
