@@ -30,8 +30,9 @@ impl<K, C> Default for OwnConns<K, C> {
 impl<K: Hash + Eq + Clone, C> OwnConns<K, C> {
     /// Runs `call` on an idle connection kept for `key`, or on a new one
     /// that `open` makes. A connection that failed is dropped (not one
-    /// whose node answered that the cluster is down or that it loads its
-    /// data: it was reached, and a new one would hear the same); a reused
+    /// whose node answered that it cannot serve for now,
+    /// [`Error::is_not_serving`]: it was reached, and a new one would hear
+    /// the same); a reused
     /// one that the server closed while it sat idle (a restart), or whose
     /// server was demoted meanwhile (`READONLY`: a failover behind the
     /// same address), is replaced and the call sent again once.

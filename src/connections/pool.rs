@@ -218,8 +218,8 @@ impl Pooled {
             Deployment::Cluster(_) if err.is_timeout() => {
                 self.manager.stalled.store(true, Ordering::Relaxed);
             }
-            // (A node that says the cluster is down, or that it loads its
-            // data, was reached.)
+            // (A node that says it cannot serve for now was reached:
+            // `Error::is_not_serving`.)
             Deployment::Cluster(_)
                 if err.is_connection() && !err.is_slot_moving() && !err.is_not_serving() =>
             {

@@ -19,10 +19,11 @@ impl Watchdog {
     /// Runs `call` on one of its connections to `node` if given, or of the
     /// deployment's own kind when the node is unknown, unreachable, or
     /// says the slot is served elsewhere: then the slot map is stale
-    /// (`map_stale` is set). A node that says the cluster is down (every
-    /// node says so until a failover, which the map, read again, finds)
-    /// or that it loads its data was reached: its answer is the call's,
-    /// and its connection kept.
+    /// (`map_stale` is set). A node that says it cannot serve for now
+    /// ([`Error::is_not_serving`](crate::error::Error::is_not_serving): a
+    /// cluster down, which the map, read again, finds failed over; its
+    /// data loading, ...) was reached: its answer is the call's, and its
+    /// connection kept.
     pub(super) fn with_conn<T>(
         &self,
         shared: &Shared,
