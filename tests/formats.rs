@@ -435,6 +435,52 @@ fn data_from_before_formats_is_refused_never_taken_for_free() {
     assert_eq!(untouched, "1700000000000000 - - -");
 }
 
+/// A revoke's or a force release's record of another build, written
+/// alone on a lock that had no anchor (each kept a fence life), is not a
+/// match and is overwritten (docs/compatibility.md): this build then takes
+/// the lock, and its own revoke and force release of its own hold work,
+/// for every kind, rather than being refused as another format's lock.
+#[test]
+fn another_builds_record_left_alone_does_not_refuse_this_builds_revoke_or_force_release() {
+    use fairlock::LockKind;
+    let server = RedisServer::start();
+    let this = server.client();
+    let next = fairlock_next::Client::open(&server.url()).unwrap();
+    for (kind, next_kind) in [
+        (LockKind::Mutex, fairlock_next::LockKind::Mutex),
+        (LockKind::Semaphore, fairlock_next::LockKind::Semaphore),
+        (LockKind::RwLock, fairlock_next::LockKind::RwLock),
+        (LockKind::Election, fairlock_next::LockKind::Election),
+    ] {
+        // The other build's calls on a lock nobody used: each leaves its
+        // record alone.
+        assert_eq!(next.revoke(next_kind, "r").unwrap(), 0, "{kind:?}");
+        assert!(!next.force_unlock(next_kind, "f").unwrap(), "{kind:?}");
+        let hold = |name: &str| -> Box<dyn std::any::Any> {
+            match kind {
+                LockKind::Mutex => Box::new(this.fair_mutex(name).lock().unwrap()),
+                LockKind::Semaphore => Box::new(this.fair_semaphore(name, 2).acquire().unwrap()),
+                LockKind::RwLock => Box::new(this.fair_rwlock(name).read().unwrap()),
+                _ => Box::new(this.election(name).campaign().unwrap()),
+            }
+        };
+        let revoked = hold("r");
+        match this.revoke(kind, "r") {
+            Ok(asked) => assert_eq!(asked, 1, "{kind:?}"),
+            Err(err) => panic!("{kind:?}: this build's revoke of its own hold: {err}"),
+        }
+        drop(revoked);
+        let forced = hold("f");
+        match this.force_unlock(kind, "f") {
+            Ok(freed) => assert!(freed, "{kind:?}"),
+            Err(err) => panic!("{kind:?}: this build's force release of its own hold: {err}"),
+        }
+        drop(forced);
+        // Next kind: fresh names.
+        let () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    }
+}
+
 /// The anchor outlives every other key of its lock, so its format word
 /// stands for them: a mutex's queue kept longer than its lock key (a
 /// waiter timeout past the lease and the fence life) pushes the lock key
