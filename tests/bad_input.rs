@@ -950,3 +950,105 @@ fn a_refused_name_names_the_call_and_the_kind() {
         "errors naming the call, the kind and the name (cut)"
     );
 }
+
+/// Another program's value of another type (a string, a hash, a list)
+/// under each key of a semaphore or a reader-writer lock (its holders,
+/// queue and meta): a take, a second take behind it, a force release and
+/// the first take's release each work or say `KeyConflict` (or that the
+/// hold is lost), never two holds of a one-permit lock at once, and the
+/// value is left as it was, with no TTL given to it; once it is gone the
+/// lock works again.
+#[test]
+fn foreign_data_of_another_type_under_a_counted_lock_key_stays_untouched() {
+    let server = RedisServer::start();
+    let (a, b) = (server.client(), server.client());
+    let mut conn = server.conn();
+    let writes: [&[&str]; 3] = [
+        &["SET", "theirs"],
+        &["HSET", "f", "theirs"],
+        &["RPUSH", "theirs"],
+    ];
+    let mut outcomes = Vec::new();
+    for (kind, key_kinds) in [
+        (LockKind::Semaphore, ["sem", "semq", "semmeta"]),
+        (LockKind::RwLock, ["rw", "rwq", "rwmeta"]),
+    ] {
+        for key_kind in key_kinds {
+            for (case, write) in writes.iter().enumerate() {
+                let name = format!("typed-{key_kind}-{case}");
+                let key = key_of(key_kind, &name);
+                let _: () = redis::cmd(write[0])
+                    .arg(&key)
+                    .arg(&write[1..])
+                    .query(&mut conn)
+                    .unwrap();
+                let before = dump(&mut conn, &key);
+                let wait = Duration::from_millis(200);
+                let of = |r: Result<(), fairlock::Error>| r.map_err(|e| e.kind());
+                let mut results = Vec::new();
+                let (first, second, forced, released);
+                if kind == LockKind::Semaphore {
+                    let held = a.fair_semaphore(&name, 1).try_acquire();
+                    let behind = b.fair_semaphore(&name, 1).try_acquire_for(wait);
+                    assert!(
+                        !matches!((&held, &behind), (Ok(Some(_)), Ok(Some(_)))),
+                        "{key_kind} {write:?}: two holds of one permit"
+                    );
+                    first = held.as_ref().map(drop).map_err(|e| e.kind());
+                    second = of(behind.map(drop));
+                    forced = of(b.force_unlock(kind, &name).map(drop));
+                    released = match held {
+                        Ok(Some(g)) => of(g.unlock()),
+                        _ => Ok(()),
+                    };
+                } else {
+                    let held = a.fair_rwlock(&name).try_write();
+                    let behind = b.fair_rwlock(&name).try_read_for(wait);
+                    assert!(
+                        !matches!((&held, &behind), (Ok(Some(_)), Ok(Some(_)))),
+                        "{key_kind} {write:?}: a read beside a write"
+                    );
+                    first = held.as_ref().map(drop).map_err(|e| e.kind());
+                    second = of(behind.map(drop));
+                    forced = of(b.force_unlock(kind, &name).map(drop));
+                    released = match held {
+                        Ok(Some(g)) => of(g.unlock()),
+                        _ => Ok(()),
+                    };
+                }
+                results.extend([first, second, forced, released]);
+                outcomes.push(format!("{key_kind} {write:?}: {results:?}"));
+                for result in &results {
+                    assert!(
+                        matches!(
+                            result,
+                            Ok(()) | Err(ErrorKind::KeyConflict | ErrorKind::LeaseLost)
+                        ),
+                        "{outcomes:#?}"
+                    );
+                }
+                assert_eq!(dump(&mut conn, &key), before, "{outcomes:#?}");
+                let _: () = redis::cmd("DEL").arg(&key).query(&mut conn).unwrap();
+                let works = match kind {
+                    LockKind::Semaphore => a
+                        .fair_semaphore(&name, 1)
+                        .try_acquire_for(Duration::from_secs(3))
+                        .map(|g| g.is_some()),
+                    _ => a
+                        .fair_rwlock(&name)
+                        .try_write_for(Duration::from_secs(3))
+                        .map(|g| g.is_some()),
+                };
+                assert!(
+                    matches!(works, Ok(true)),
+                    "{key_kind} {write:?}: once gone: {works:?} {outcomes:#?}"
+                );
+            }
+        }
+    }
+    eprintln!("{outcomes:#?}");
+    assert_eq!(
+        keys_without_ttl(&mut conn, "fairlock:*"),
+        Vec::<String>::new()
+    );
+}
