@@ -30,7 +30,9 @@
 //! a handoff gives the hold back, to whom it blocked), a force release that frees every hold once and
 //! admits the head, status (its shape, its bounds, changing nothing), a hold's
 //! units in the meta, bad input (arguments, queue entries, a meta fairlock did
-//! not write) refused before any write, keys that expire a fence life after the
+//! not write) refused before any write, another format's lock refused by every
+//! script before any write (a heartbeat's and set_permits' prune of its queue
+//! too), keys that expire a fence life after the
 //! last holder, and the mutex, the semaphore and the rwlock of one name apart.
 //!
 //! Each kind's own (protocol/mutex.rs, protocol/semaphore.rs,
@@ -1759,4 +1761,174 @@ fn assert_queue_within_anchor(
         queue_ttl >= timeout.as_millis() as i64 - 1000 && queue_ttl <= covered,
         "the queue lives {queue_ttl} ms, the anchor covers {covered} ms"
     );
+}
+
+per_kind! {
+    /// A lock whose anchor is another format's (its format word raised by
+    /// one, the rest as this build wrote it: what a build that differs by
+    /// its format alone writes), with a hold, a waiter whose client stopped
+    /// beating and a live one queued (and with a hold alone, and free):
+    /// every script this build sends, a
+    /// heartbeat and set_permits too, is refused with `FormatMismatch`
+    /// before any write (docs/compatibility.md), the other format's queue
+    /// left as it was, its dead entry in it.
+    [mutex, semaphore, rwlock, election]
+    fn every_script_refuses_another_formats_lock_before_any_write(k: LockKind) {
+        use fairlock::__test_support::Revoke;
+        let (one, all) = (k.one(2), k.all(2));
+        // A hold with waiters queued; a hold alone (the fast paths); a
+        // free lock.
+        for state in ["queued", "alone", "free"] {
+            let mut s = k.lock("other-format");
+            let a = s.take("a:1", 1, all);
+            if state == "queued" {
+                s.queue("d:1", 2, one);
+                s.queue("w:1", 3, one);
+                let queue = s.keys.all[1].clone();
+                let dead = queued("d:1", 2, one);
+                let () = s.conn.zadd(&queue, format!("~{dead}"), DEADLINE_BASE).unwrap();
+            } else if state == "free" {
+                s.release(&a);
+            }
+            let anchor = match k {
+                LockKind::Mutex | LockKind::Election => s.keys.all[0].clone(),
+                _ => s.keys.all[2].clone(),
+            };
+            let value: String = s.conn.get(&anchor).unwrap();
+            let rest = value
+                .strip_prefix(&format!("v{} ", fairlock::DATA_FORMAT))
+                .unwrap_or_else(|| panic!("{value}"));
+            let () = redis::cmd("SET")
+                .arg(&anchor)
+                .arg(format!("v{} {rest}", fairlock::DATA_FORMAT + 1))
+                .arg("KEEPTTL")
+                .query(&mut s.conn)
+                .unwrap();
+            let before = s.snapshot();
+            let mut results: Vec<(&str, fairlock::Result<()>)> = Vec::new();
+            // The calls that wrote, each seen by the keys it changed.
+            let (last, mut writers) = (before.clone(), Vec::new());
+            let ttls: Vec<i64> = before.iter().map(|(key, _)| s.conn.pttl(key).unwrap()).collect();
+            type Keys = [(String, Option<Vec<u8>>)];
+            fn wrote(
+                s: &mut Lock,
+                ttls: &[i64],
+                last: &Keys,
+                writers: &mut Vec<String>,
+                what: &str,
+            ) {
+                let now = s.snapshot();
+                if now != *last {
+                    // Put back what it changed, for the next call.
+                    writers.push(what.to_owned());
+                    for ((key, dump), ttl) in last.iter().zip(ttls) {
+                        let ttl = *ttl;
+                        let dump = dump.as_ref().unwrap();
+                        let () = redis::cmd("RESTORE")
+                            .arg(key)
+                            .arg(ttl)
+                            .arg(&dump[..])
+                            .arg("REPLACE")
+                            .query(&mut s.conn)
+                            .unwrap();
+                    }
+                }
+            }
+            let beat = Heartbeat {
+                waiter_timeout: LONG,
+                waiters: vec![entry("w:1", 3, one)],
+            };
+            results.push(("heartbeat", s.run(&beat).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let lease = Lease::Renewed(LONG);
+            let take = s.attempt_with("n:1", 9, Mode::First, one, 0, lease);
+            results.push(("acquire", take.map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let poll = s.attempt_with("w:1", 3, Mode::Poll, one, 0, lease);
+            results.push(("poll", poll.map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let release = Release {
+                owner: &a.owner,
+                token: a.token,
+                call: a.call,
+                vouched_until: None,
+            };
+            results.push(("release", s.run(&release).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let renew = Renew {
+                owner: &a.owner,
+                token: a.token,
+                first: a.token,
+                call: a.call,
+                lease: None,
+            };
+            results.push(("renew", s.run(&renew).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let cancel = Cancel {
+                entry: entry("w:1", 3, one),
+            };
+            results.push(("cancel", s.run(&cancel).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let abandon = Abandon {
+                entry: entry("w:1", 3, one),
+            };
+            results.push(("abandon", s.run(&abandon).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let force = ForceRelease {
+                call_key: "f:1#1".to_owned(),
+            };
+            results.push(("force release", s.run(&force).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let revoke = Revoke {
+                call_key: "r:1#1".to_owned(),
+            };
+            results.push(("revoke", s.run(&revoke).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            let status = Status {
+                kind: k,
+                waiters: 10,
+                holders: 10,
+            };
+            results.push(("status", s.run(&status).map(drop)));
+            wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            if k == LockKind::RwLock {
+                for step in [UpgradeStep::Attempt(Mode::First), UpgradeStep::Withdraw] {
+                    let upgrade = Upgrade {
+                        owner: &a.owner,
+                        token: a.token,
+                        call: a.call,
+                        lease,
+                        waiter_timeout: LONG,
+                        step,
+                    };
+                    results.push(("upgrade", s.run(&upgrade).map(drop)));
+                    wrote(&mut s, &ttls, &last, &mut writers, "upgrade");
+                }
+                let downgrade = Downgrade {
+                    owner: &a.owner,
+                    token: a.token,
+                    call: a.call,
+                    to: Access::Read,
+                };
+                results.push(("downgrade", s.run(&downgrade).map(drop)));
+                wrote(&mut s, &ttls, &last, &mut writers, "downgrade");
+            }
+            if k == LockKind::Semaphore {
+                results.push(("set_permits", s.run(&SetPermits { permits: 3 }).map(drop)));
+                wrote(&mut s, &ttls, &last, &mut writers, results.last().unwrap().0);
+            }
+            let wrong: Vec<String> = results
+                .iter()
+                .filter(|(_, r)| {
+                    !matches!(r, Err(e) if e.kind() == fairlock::ErrorKind::FormatMismatch)
+                })
+                .map(|(what, r)| format!("{what}: {r:?}"))
+                .collect();
+            assert!(wrong.is_empty(), "{state}: not refused: {wrong:#?}");
+            assert!(
+                writers.is_empty(),
+                "{state}: the other format's keys were written by {writers:?}"
+            );
+        }
+    }
 }

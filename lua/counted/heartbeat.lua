@@ -31,8 +31,10 @@ for i = 4, #ARGV do
   entry_arg(ARGV[i], split_counted_entry)
 end
 local now_us, now_ms = server_time()
-prune(now_ms)
+-- The meta first: another format's lock stops the script before the prune
+-- writes its queue (docs/compatibility.md).
 local meta = read_meta(now_ms)
+prune(now_ms)
 local handed, dropped = pass_on(meta, now_us, now_ms)
 local written = #handed > 0 or dropped > 0
 

@@ -27,8 +27,10 @@ for i = 4, #ARGV do
   entry_arg(ARGV[i], split_entry)
 end
 local now_us, now_ms = server_time()
-prune(now_ms)
+-- The lock key first: another format's lock stops the script before the
+-- prune writes its queue (docs/compatibility.md).
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
+prune(now_ms)
 if not holder and hand_over(now_us, now_ms, token, mark) then
   token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
 end
