@@ -86,7 +86,8 @@ const TOUR: &str = "tour";
 /// heartbeat each handing it to a waiter; a release (both paths), an
 /// abandon and a force release each freeing it with nobody to hand it to;
 /// and steps that neither grant nor free (a queued call, a repeat of a
-/// take, a force release of a free lock).
+/// take, of a release, of a force release and of an abandon, a force
+/// release of a free lock).
 fn tour(k: LockKind) -> Vec<Step> {
     const M: Ask = Ask::Mutex;
     let mut s = Lock::new(k, TOUR);
@@ -139,6 +140,8 @@ fn tour(k: LockKind) -> Vec<Step> {
     );
     assert_eq!(s.release(&hold("d:u4@delta", 4, M, d)), RELEASED);
     step(&mut s, "a release freeing", vec![resigned(d)]);
+    s.release(&hold("d:u4@delta", 4, M, d));
+    step(&mut s, "the same release delivered again", vec![]);
 
     // A release finding only a dead waiter: its slower path frees it too.
     let e = s.take("e:u5@eps", 5, M);
@@ -176,6 +179,10 @@ fn tour(k: LockKind) -> Vec<Step> {
         "a take, then a force release freeing",
         vec![leads(h.token, "h:u8@h"), resigned(h.token)],
     );
+    assert_eq!(s.force_release("op#2").holder.as_deref(), Some("h:u8@h"));
+    step(&mut s, "the same force release delivered again", vec![]);
+    assert_eq!(s.abandon(entry("g:u7@g", 7, M)), AbandonReply::Nothing);
+    step(&mut s, "the same abandon delivered again", vec![]);
     assert_eq!(s.force_release("op#3").holder, None);
     step(&mut s, "a force release of a free lock", vec![]);
 
