@@ -951,6 +951,14 @@ fn a_refused_name_names_the_call_and_the_kind() {
     );
 }
 
+/// A guard's unlock as a value, so that holds of two kinds meet one check.
+type Unlock = Box<dyn FnOnce() -> fairlock::Result<()>>;
+
+/// The unlock of `guard`, if a hold was taken.
+fn unlock_of<K: fairlock::kind::HoldKind>(guard: Option<fairlock::Guard<K>>) -> Option<Unlock> {
+    guard.map(|guard| Box::new(move || guard.unlock()) as Unlock)
+}
+
 /// Another program's value of another type (a string, a hash, a list)
 /// under each key of a semaphore or a reader-writer lock (its holders,
 /// queue and meta): a take, a second take behind it, a force release and
@@ -986,36 +994,32 @@ fn foreign_data_of_another_type_under_a_counted_lock_key_stays_untouched() {
                 let wait = Duration::from_millis(200);
                 let of = |r: Result<(), fairlock::Error>| r.map_err(|e| e.kind());
                 let mut results = Vec::new();
-                let (first, second, forced, released);
-                if kind == LockKind::Semaphore {
+                // The hold taken (its unlock), and whether another client
+                // got one beside it.
+                let (held, behind, beside) = if kind == LockKind::Semaphore {
                     let held = a.fair_semaphore(&name, 1).try_acquire();
                     let behind = b.fair_semaphore(&name, 1).try_acquire_for(wait);
-                    assert!(
-                        !matches!((&held, &behind), (Ok(Some(_)), Ok(Some(_)))),
-                        "{key_kind} {write:?}: two holds of one permit"
-                    );
-                    first = held.as_ref().map(drop).map_err(|e| e.kind());
-                    second = of(behind.map(drop));
-                    forced = of(b.force_unlock(kind, &name).map(drop));
-                    released = match held {
-                        Ok(Some(g)) => of(g.unlock()),
-                        _ => Ok(()),
-                    };
+                    (
+                        held.map(unlock_of),
+                        behind.map(|g| g.is_some()),
+                        "two holds of one permit",
+                    )
                 } else {
-                    let held = a.fair_rwlock(&name).try_write();
+                    let held = a.fair_rwlock(&name).try_write().map(unlock_of);
                     let behind = b.fair_rwlock(&name).try_read_for(wait);
-                    assert!(
-                        !matches!((&held, &behind), (Ok(Some(_)), Ok(Some(_)))),
-                        "{key_kind} {write:?}: a read beside a write"
-                    );
-                    first = held.as_ref().map(drop).map_err(|e| e.kind());
-                    second = of(behind.map(drop));
-                    forced = of(b.force_unlock(kind, &name).map(drop));
-                    released = match held {
-                        Ok(Some(g)) => of(g.unlock()),
-                        _ => Ok(()),
-                    };
-                }
+                    (held, behind.map(|g| g.is_some()), "a read beside a write")
+                };
+                assert!(
+                    !matches!((&held, &behind), (Ok(Some(_)), Ok(true))),
+                    "{key_kind} {write:?}: {beside}"
+                );
+                let first = held.as_ref().map(drop).map_err(|e| e.kind());
+                let second = of(behind.map(drop));
+                let forced = of(b.force_unlock(kind, &name).map(drop));
+                let released = match held {
+                    Ok(Some(unlock)) => of(unlock()),
+                    _ => Ok(()),
+                };
                 results.extend([first, second, forced, released]);
                 outcomes.push(format!("{key_kind} {write:?}: {results:?}"));
                 for result in &results {

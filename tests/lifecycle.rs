@@ -60,20 +60,7 @@ fn dropping_clients_stops_their_threads_and_closes_their_connections() {
         let m = client.fair_mutex("lifecycle");
         m.lock().unwrap().unlock().unwrap();
     }
-    // Joined threads are gone at once; r2d2's maintenance thread exits on
-    // its own shortly after its pool is dropped.
-    assert!(
-        wait_until(Duration::from_secs(10), || fairlock_threads() == 0
-            && thread_names().len() == threads_before),
-        "threads left: {:?}",
-        thread_names()
-    );
-    assert!(
-        wait_until(Duration::from_secs(10), || connected_clients(&mut conn)
-            == conns_before),
-        "connections left: {}",
-        connected_clients(&mut conn)
-    );
+    assert_nothing_left(&mut conn, threads_before, conns_before);
 }
 
 /// A build that fails at its first contact, or after it (a server that
@@ -115,6 +102,14 @@ fn a_failed_build_leaves_no_thread_and_no_connection() {
             .build();
         assert!(evicting.is_err());
     }
+    assert_nothing_left(&mut conn, threads_before, conns_before);
+}
+
+/// No fairlock thread is left, the process has the threads it had
+/// (`threads_before`), and the server the connections it had
+/// (`conns_before`), within 10 s: joined threads go at once, and r2d2's
+/// maintenance thread exits on its own shortly after its pool is dropped.
+fn assert_nothing_left(conn: &mut redis::Connection, threads_before: usize, conns_before: i64) {
     assert!(
         wait_until(Duration::from_secs(10), || fairlock_threads() == 0
             && thread_names().len() == threads_before),
@@ -122,9 +117,9 @@ fn a_failed_build_leaves_no_thread_and_no_connection() {
         thread_names()
     );
     assert!(
-        wait_until(Duration::from_secs(10), || connected_clients(&mut conn)
+        wait_until(Duration::from_secs(10), || connected_clients(conn)
             == conns_before),
         "connections left: {}",
-        connected_clients(&mut conn)
+        connected_clients(conn)
     );
 }
