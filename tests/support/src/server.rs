@@ -262,11 +262,16 @@ impl RedisServer {
         self.child = Some(child);
         let (tls, port, url) = (self.tls, self.port, self.url());
         let log = self.dir.join("redis.log");
+        // This process's own line (a restart appends to the log of the one
+        // before): an answer on the port alone may come from a process
+        // that took the port first, this one then failing to bind it.
+        let ready_before = ready_lines(&log);
         await_start("redis-server", &mut self.child, &log, || {
-            if tls {
+            if ready_lines(&log) == ready_before {
+                false
+            } else if tls {
                 // No TLS client here: the port accepts and the log says ready.
-                let listening = std::net::TcpStream::connect(("127.0.0.1", port)).is_ok();
-                listening && read_log(&log).contains("Ready to accept connections")
+                std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
             } else {
                 // A server with `requirepass` answers NOAUTH: it is up too.
                 match redis::Client::open(url.as_str())
@@ -487,6 +492,11 @@ pub fn retry_while_unreachable<T>(mut f: impl FnMut() -> fairlock::Result<T>) ->
 /// The text of a server's log file, or "" before it exists.
 pub fn read_log(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
+}
+
+/// How many times the server logging to `log` said it was ready.
+fn ready_lines(log: &Path) -> usize {
+    read_log(log).matches("Ready to accept connections").count()
 }
 
 /// Waits up to 10 s for a just-spawned `what` in `child` to be `ready`.
