@@ -207,17 +207,13 @@ pub enum Write {}
 #[derive(Debug)]
 pub enum Any {}
 
-impl Kind for Mutex {
-    type Owner = Bound;
-}
-impl Kind for Semaphore {
-    type Owner = Bound;
+// A kind that is also a hold (a mutex, a semaphore, an election) is owned
+// by default as its guards are; a rwlock is thread-bound.
+impl<K: sealed::Kind + HoldKind + Clone + std::fmt::Debug + Send + Sync> Kind for K {
+    type Owner = <K as HoldKind>::Owner;
 }
 impl Kind for RwLock {
     type Owner = Bound;
-}
-impl Kind for Election {
-    type Owner = Unbound;
 }
 
 // A kind that is also a hold (a mutex's, a semaphore's, an election's) is
