@@ -339,11 +339,10 @@ pub(crate) struct Settings<O> {
 
 impl<O: Ownership> Settings<O> {
     pub(crate) fn new(core: Arc<Core>, policy: LeasePolicy) -> Self {
-        let owner = PhantomData;
         Settings {
             core,
             policy,
-            owner,
+            owner: PhantomData,
         }
     }
 

@@ -34,11 +34,10 @@ impl Operation for Cancel<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<CancelReply> {
-        let items = int_list(reply)?;
-        match items.as_slice() {
+        match int_list(reply)?.as_slice() {
             [1] => Ok(CancelReply::GivenBack),
             [0] => Ok(CancelReply::Left),
-            _ => Err(unexpected(&items)),
+            items => Err(unexpected(&items)),
         }
     }
 }
