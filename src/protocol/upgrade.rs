@@ -82,15 +82,14 @@ impl Operation for Upgrade<'_> {
     }
 
     fn parse(&self, reply: Value) -> Result<UpgradeReply> {
+        use AcquireReply as A;
         if let Value::Int(-1) = reply {
             return Ok(UpgradeReply::Lost);
         }
         let items = int_list(reply)?;
         Ok(match standing(&items).ok_or_else(|| unexpected(&items))? {
-            AcquireReply::Acquired { token, pttl_ms, .. } => {
-                UpgradeReply::Upgraded { token, pttl_ms }
-            }
-            AcquireReply::Waiting {
+            A::Acquired { token, pttl_ms, .. } => UpgradeReply::Upgraded { token, pttl_ms },
+            A::Waiting {
                 pttl_ms,
                 position,
                 last_token,
