@@ -843,3 +843,47 @@ fn a_forked_child_that_calls_its_parents_client_is_refused_and_sends_nothing() {
         .unwrap()
         .is_some());
 }
+
+/// A child forked while the parent watches an election: the child's copy
+/// of the watch reads on the parent's subscribed socket, so its `next` is
+/// refused (`InvalidConfig`, as every other call of the copy) rather than
+/// taking the parent's messages, and a watch it asks of the inherited
+/// client is refused too and subscribes nothing. (Before, the copy's
+/// `next` read the parent's socket for its whole timeout, `Ok(None)`, and
+/// the new watch opened a connection and subscribed.)
+#[test]
+fn a_forked_childs_copy_of_a_leader_watch_is_refused_and_reads_nothing() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let mut conn = server.conn();
+    let client = parent_client(&server);
+    let election = client.election("forked-watch");
+    let mut watch = election.watch().unwrap();
+    assert!(watch.next(Duration::from_secs(2)).unwrap().is_some());
+    let subscribes = command_calls(&mut conn, "subscribe");
+    let exited = in_forked_child(Duration::from_secs(5), || {
+        let refused = |err: fairlock::Error| {
+            err.kind() == ErrorKind::InvalidConfig && err.to_string().contains("forked")
+        };
+        let started = Instant::now();
+        let next = watch.next(Duration::from_millis(300)).map_err(refused);
+        let took = started.elapsed();
+        let new = election.watch().map(drop).map_err(refused);
+        if next == Err(true) && new == Err(true) && took < Duration::from_millis(100) {
+            0
+        } else {
+            eprintln!("the child's next: {next:?} after {took:?}; its new watch: {new:?}");
+            1
+        }
+    });
+    let subscribed = command_calls(&mut conn, "subscribe") - subscribes;
+    assert_eq!(exited, Some(0), "the child's copy was not refused, or hung");
+    assert_eq!(subscribed, 0, "the child subscribed");
+    // The parent's watch still hears the next leader.
+    let _leader = server.client().election("forked-watch").campaign().unwrap();
+    let event = watch.next(Duration::from_secs(2)).unwrap();
+    assert!(
+        matches!(event, Some(fairlock::LeaderEvent::Leads(_))),
+        "{event:?}"
+    );
+}

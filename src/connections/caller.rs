@@ -76,6 +76,19 @@ impl Caller {
         std::process::id() != self.pid
     }
 
+    /// Refuses a forked child's copy ([`is_copy`](Self::is_copy)) any
+    /// use of its connections, pooled or its own (an election watch's).
+    pub(crate) fn refuse_copy(&self) -> Result<()> {
+        if self.is_copy() {
+            return Err(Error::invalid_config(format!(
+                "this client was built by process {}, and this is a child it forked: its \
+                 connections are the parent's; build a client of the child's own",
+                self.pid
+            )));
+        }
+        Ok(())
+    }
+
     /// Runs `call` on a pooled connection. A connection the server closed
     /// while it sat in the pool (restart, failover), or one to a master
     /// demoted since (`READONLY`), fails at once and leaves the pool (see
@@ -98,13 +111,7 @@ impl Caller {
         limit: Limit,
         mut call: impl FnMut(&mut dyn redis::ConnectionLike) -> Result<T>,
     ) -> Result<T> {
-        if self.is_copy() {
-            return Err(Error::invalid_config(format!(
-                "this client was built by process {}, and this is a child it forked: its \
-                 connections are the parent's; build a client of the child's own",
-                self.pid
-            )));
-        }
+        self.refuse_copy()?;
         let left = |at: Instant| at.saturating_duration_since(Instant::now());
         let began = Instant::now();
         let give_up = began + self.config.command_timeout;

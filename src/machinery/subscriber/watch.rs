@@ -26,6 +26,7 @@ pub(crate) struct Subscription {
 impl Subscription {
     /// Subscribes to `channel` over `route` on a connection of its own.
     pub(crate) fn open(shared: &Arc<Shared>, route: Route, channel: String) -> Result<Self> {
+        shared.caller.refuse_copy()?;
         let mut watch = Subscription {
             shared: Arc::clone(shared),
             channel,
@@ -69,6 +70,7 @@ impl Subscription {
     /// timeout and `by`: one whose link died without a word (a NAT that
     /// forgot it) is opened again.
     pub(crate) fn receive(&mut self, wait: Duration, by: Option<Instant>) -> Result<bool> {
+        self.shared.caller.refuse_copy()?;
         let (conn, reopened) = match &mut self.conn {
             Some(conn) => (conn, false),
             None => {
