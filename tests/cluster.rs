@@ -2682,3 +2682,35 @@ fn a_master_refusing_calls_for_now_costs_no_connections_nor_time_to_the_others()
         assert!(slowest < Duration::from_millis(100), "{what}: {slowest:?}");
     }
 }
+
+/// A child forked from a process whose client is on a cluster with
+/// sharded pub/sub: its copy's lock call is refused at once
+/// (`InvalidConfig`), not after waiting its command timeout for a
+/// subscription of its lock's slot that no thread of the child makes.
+#[test]
+fn a_forked_childs_lock_call_on_a_cluster_is_refused_at_once() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    let client = builder(&cluster).build().unwrap();
+    client
+        .fair_mutex("forked-0")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let exited = in_forked_child(Duration::from_secs(10), || {
+        let started = Instant::now();
+        let tried = client.fair_mutex("forked-1").try_lock().map(drop);
+        let took = started.elapsed();
+        let refused = tried
+            .as_ref()
+            .is_err_and(|err| err.kind() == ErrorKind::InvalidConfig);
+        if refused && took < Duration::from_millis(200) {
+            0
+        } else {
+            eprintln!("the child's try_lock: {tried:?} after {took:?}");
+            1
+        }
+    });
+    assert_eq!(exited, Some(0), "not refused at once");
+}

@@ -301,9 +301,10 @@ impl Shared {
     /// `slot` before a call there that may be woken is sent (its first
     /// grant would be lost otherwise): waits up to the command timeout, and
     /// not past the call's `deadline`, for the slot's first subscription
-    /// (see [`Shards::listen`]).
+    /// (see [`Shards::listen`]). A forked child's copy waits for nothing:
+    /// no thread of its process listens, and its call is refused.
     pub(crate) fn listen_at(&self, slot: u16, deadline: Option<Instant>) {
-        if self.caller.scripts.route() == Route::Sharded {
+        if self.caller.scripts.route() == Route::Sharded && !self.caller.is_copy() {
             let timeout = self.config().command_timeout;
             let left = deadline.map_or(timeout, |at| at.saturating_duration_since(Instant::now()));
             self.shards.listen(slot, left.min(timeout));
