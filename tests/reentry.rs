@@ -79,3 +79,45 @@ fn a_lock_of_a_thread_whose_guard_was_counted_lost_takes_a_new_hold() {
     assert_eq!(mutex.hold_count().unwrap(), 1);
     again.unlock().unwrap();
 }
+
+/// Redis back from an older snapshot gives a token out again (see
+/// tests/fence.rs): a thread of the client that held the lock with that
+/// token, its hold now lost with the data but its guard still alive,
+/// takes the lock again with the same token; so does another thread of
+/// the client on a second lock. Each new guard stands for its own hold:
+/// live, renewed, its thread's. (Before, the registry joined each to the
+/// lost hold of the same token: the new guard said lost at once, and the
+/// other thread's hold, not its owner's, was not renewed.)
+#[test]
+fn a_hold_with_a_token_given_out_again_is_a_new_one() {
+    let mut server = RedisServer::start();
+    let client = server.client();
+    let (same, other) = (
+        client.fair_mutex("token-again"),
+        client.fair_mutex("token-again-2"),
+    );
+    for mutex in [&same, &other] {
+        mutex.lock().unwrap().unlock().unwrap();
+    }
+    let () = redis::cmd("SAVE").query(&mut server.conn()).unwrap();
+    let lost = [same.lock().unwrap(), other.lock().unwrap()];
+    server.kill();
+    server.start_again();
+    assert!(
+        wait_until(Duration::from_secs(10), || lost
+            .iter()
+            .all(|g| g.is_lease_lost())),
+        "the holds lost with the data were never told"
+    );
+    let again = |mutex: &fairlock::FairMutex| {
+        let guard = retry_while_unreachable(|| mutex.lock());
+        let live = (guard.fencing_token(), !guard.is_lease_lost());
+        (live, mutex.hold_count().unwrap())
+    };
+    let by_same = again(&same);
+    let by_other = std::thread::spawn(move || again(&other)).join().unwrap();
+    let tokens = lost.each_ref().map(|g| g.fencing_token());
+    eprintln!("lost {tokens:?}; again (token, live), count: {by_same:?}, {by_other:?}");
+    assert_eq!(by_same, ((tokens[0], true), 1), "the same thread");
+    assert_eq!(by_other, ((tokens[1], true), 1), "another thread");
+}
