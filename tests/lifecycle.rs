@@ -60,6 +60,25 @@ fn dropping_clients_stops_their_threads_and_closes_their_connections() {
         let m = client.fair_mutex("lifecycle");
         m.lock().unwrap().unlock().unwrap();
     }
+    // Every kind, a watch, a wait that ran out, a guard dropped on another
+    // thread, then the client's handles before its last guard.
+    let client = server.client();
+    let mut watch = client.election("lifecycle").watch().unwrap();
+    watch.next(Duration::from_secs(2)).unwrap();
+    let leader = client.election("lifecycle").campaign().unwrap();
+    let read = client.fair_rwlock("lifecycle").read().unwrap();
+    let multi = client
+        .fair_multi_lock(["lifecycle-a", "lifecycle-b"])
+        .lock()
+        .unwrap();
+    let permit = client.fair_semaphore("lifecycle", 1).acquire().unwrap();
+    let sem = client.fair_semaphore("lifecycle", 1);
+    let waited = std::thread::spawn(move || sem.try_acquire_for(Duration::from_millis(50)));
+    assert!(waited.join().unwrap().unwrap().is_none());
+    let unbound = client.fair_mutex("lifecycle").unbound().lock().unwrap();
+    std::thread::spawn(move || drop(unbound)).join().unwrap();
+    drop((client, watch, leader, read, multi));
+    drop(permit);
     assert_nothing_left(&mut conn, threads_before, conns_before);
 }
 
