@@ -879,3 +879,65 @@ fn a_change_of_access_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost(
         );
     }
 }
+
+/// Redis holds writes back (`CLIENT PAUSE WRITE`) just after a watchdog
+/// round, for 2.3 s, an outage shorter than the holds' lease (3 s): the
+/// next round's renewals wait in the pause past their command timeout (1 s)
+/// and fail (their connection given up, Redis never runs them). The holds
+/// of every kind are kept: a renewal that failed for a hold whose count
+/// would run out before the next round (a period later, after the count's
+/// end here) is tried again soon, as a queued call's request is through an
+/// outage, and the retry sent in the pause is answered when it ends, 0.7 s
+/// before the count's end. (Before: the next round came a period after the
+/// failed one, too late: every lease ran out, at Redis too, each guard
+/// counted lost and its unlock `LeaseLost`.)
+#[test]
+fn holds_outlive_a_write_pause_that_outlasts_a_renewals_timeout_not_their_lease() {
+    let server = RedisServer::start();
+    let relay = Relay::recording(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(3))
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let take = |kind: Kind| {
+        let name = format!("paused-{kind:?}");
+        let wait = Wait::not_at_all();
+        fairlock_test_support::take::<Bound>(&client, kind, &name, LeasePolicy::Client, wait)
+            .unwrap()
+            .expect("free")
+    };
+    let guards = [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write].map(take);
+    let leadership = client.election("paused-election").campaign().unwrap();
+    let multi = (client.fair_multi_lock(["paused-a"]))
+        .and_permits("paused-b", 2, 1)
+        .lock()
+        .unwrap();
+    let scripts = || {
+        let sent = relay.sent();
+        (sent.iter())
+            .filter(|name| *name == "FCALL" || *name == "EVALSHA")
+            .count()
+    };
+    // Just after the watchdog's round: its next comes a period (1 s) later.
+    let taken = scripts();
+    assert!(wait_until(Duration::from_secs(5), || scripts() > taken));
+    let mut conn = server.conn();
+    let _: () = redis::cmd("CLIENT")
+        .arg("PAUSE")
+        .arg(2300)
+        .arg("WRITE")
+        .query(&mut conn)
+        .unwrap();
+    // Past the pause, the failed round's retry and the next full lease.
+    thread::sleep(Duration::from_millis(3500));
+    let lost = |lost: bool, what: &str| assert!(!lost, "{what} counted lost");
+    guards
+        .iter()
+        .for_each(|guard| lost(guard.is_lease_lost(), "a guard"));
+    lost(leadership.is_lease_lost(), "the leadership");
+    lost(multi.is_lease_lost(), "the multi-lock");
+    guards.into_iter().for_each(|guard| guard.unlock().unwrap());
+    leadership.unlock().unwrap();
+    multi.unlock().unwrap();
+}

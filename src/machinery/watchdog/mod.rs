@@ -53,9 +53,10 @@ pub(crate) struct Watchdog {
     refreshing: AtomicBool,
     /// Groups whose renewal thread is still running.
     in_flight: Mutex<HashSet<Group>>,
-    /// A hold not checked since the client's connection came back from a
-    /// gap got no answer (the server still loading its data, say): the
-    /// next round comes [`RECHECK`] later, not a period later.
+    /// A renewal failed that is tried again soon (one not checked since a
+    /// gap, one whose count runs out before the next round: see
+    /// `renewal::again_soon`): the next round comes [`RECHECK`] later, not
+    /// a period later.
     recheck: AtomicBool,
     /// This round is such a recheck: what fails in it again is logged at
     /// debug, not once every [`RECHECK`] as a warning.

@@ -65,14 +65,14 @@ fn send(
         Err(err) => {
             // Without a confirmed renewal, a hold counts as lost once its
             // last confirmed lease has run out (Hold::is_lost compares the
-            // time). One not checked since a gap got no answer (the server
-            // loading its data): checked again soon. Not heartbeated for
-            // want of Redis, a waiter not at the head of its queue would
-            // otherwise wait for Redis forever.
+            // time); one tried again soon ([`again_soon`]) may still be
+            // renewed before then. Not heartbeated for want of Redis, a
+            // waiter not at the head of its queue would otherwise wait for
+            // Redis forever.
             let patience = shared.config().outage_patience();
             for work in work {
                 match work {
-                    Work::Renew(hold) if hold.is_unconfirmed_after_gap() => {
+                    Work::Renew(hold) if again_soon(shared, hold) => {
                         watchdog.recheck.store(true, Ordering::Relaxed)
                     }
                     Work::Heartbeat(waiters) if err.is_connection() => {
@@ -239,6 +239,16 @@ fn redirection(value: &Value) -> Option<Error> {
         .filter(|err| err.is_slot_moving() || err.retry() == Retry::DemotedMaster)
 }
 
+/// Whether a renewal of `hold` that failed is tried again soon (the next
+/// round [`RECHECK`](super::RECHECK) later), not a period later: one not
+/// checked since a gap (the server still loading its data), or one whose
+/// count would run out before the next round, so that an outage shorter
+/// than its lease (a pause its renewal timed out in) does not lose it.
+fn again_soon(shared: &Shared, hold: &Hold) -> bool {
+    let next_round = Instant::now() + shared.config().watchdog_period();
+    hold.is_unconfirmed_after_gap() || (!hold.is_lost() && hold.local_end() < next_round)
+}
+
 /// Applies one call's reply (a renewal counts only if enough replicas
 /// acknowledged the batch: `replicated`). An error for an abandon to send
 /// again: Redis not reached, its slot still moving.
@@ -263,8 +273,7 @@ fn apply(
             Err(err) => {
                 let err = during::<Renew>(err, &hold.call.keys);
                 log::log!(level, "fairlock: renewal failed: {err}");
-                // Not checked since a gap and no answer: checked again soon.
-                if hold.is_unconfirmed_after_gap() {
+                if again_soon(shared, hold) {
                     watchdog.recheck.store(true, Ordering::Relaxed);
                 }
             }
