@@ -444,3 +444,35 @@ fn a_lease_lost_that_only_the_watchdog_sees_is_counted() {
         "counted once"
     );
 }
+
+/// A shard listener's connection (a cluster of Redis 7.0 or later, sharded
+/// pub/sub) that the server closed and that was made again counts as a
+/// subscriber's reconnect, as the wake channel's does.
+#[test]
+fn a_shard_subscribers_reconnect_is_counted() {
+    let _serial = serial();
+    snapshotter();
+    let cluster = fairlock_test_support::cluster::RedisCluster::start();
+    let client = Client::builder(&cluster.url()).build().unwrap();
+    // Its slot's channel subscribed at its master.
+    drop(client.fair_mutex("m-shard").lock().unwrap());
+    let reconnects = || {
+        (snapshot().iter())
+            .filter(|s| s.name == "fairlock_reconnects_total" && s.has("connection", "subscriber"))
+            .map(|s| match s.value {
+                DebugValue::Counter(n) => n,
+                _ => 0,
+            })
+            .sum::<u64>()
+    };
+    let before = reconnects();
+    let mut killed = 0;
+    for master in cluster.masters() {
+        killed += kill_subscribers(&mut cluster.conn(master));
+    }
+    assert!(killed >= 1, "no shard subscription to cut");
+    assert!(
+        wait_until(Duration::from_secs(5), || reconnects() > before),
+        "no reconnect counted"
+    );
+}

@@ -107,13 +107,8 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     (conn.set_read_timeout(Some(READ_TIMEOUT))).map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
     let (quiet, mut heard) = (shared.config().watchdog_period(), Instant::now());
-    if let Some(ready) = ready.take() {
-        let _ = ready.send(Ok(()));
-    } else {
+    if opened(at, ready) {
         // Handoffs published while we were away were lost: everyone asks.
-        let name = at.describe();
-        log::info!("fairlock: wake-up subscription on {name} is back");
-        observe::reconnected("subscriber");
         shared.missed_messages();
     }
     loop {
@@ -149,6 +144,21 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
     }
 }
 
+/// A listener's connection at `at` is open: the first tells `ready`, a
+/// later one (true) is back after a loss, said at `info` and counted.
+fn opened(at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> bool {
+    if let Some(ready) = ready.take() {
+        let _ = ready.send(Ok(()));
+        return false;
+    }
+    log::info!(
+        "fairlock: wake-up subscription on {} is back",
+        at.describe()
+    );
+    observe::reconnected("subscriber");
+    true
+}
+
 /// One read of a subscription, the wake channel's, a shard channel's or an
 /// election's (its watch): `Ok(None)` when it timed out or a signal cut it
 /// short (`connections::steady`): the connection is fine and a message
@@ -171,9 +181,8 @@ fn listen_shards(
     let at = Listen::Shards(node.clone());
     let mut conn = shared.caller.backend.connection(&at)?.into_inner();
     (conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))).map_err(Error::from_redis)?;
-    if let Some(ready) = ready.take() {
-        let _ = ready.send(Ok(()));
-    }
+    // Its slots, subscribed again, have every waiter poll (`serve_shards`).
+    opened(&at, ready);
     let mut live = FxHashSet::default();
     let served = serve_shards(shared, node, &mut conn, &mut live);
     shared.shards.lost(live);
