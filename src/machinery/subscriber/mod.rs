@@ -47,6 +47,9 @@ use crate::machinery::shared::{spawn_named, Shared};
 use crate::protocol::keys::hash_slot;
 use crate::protocol::{Push, Route};
 
+/// The pause before the first attempt to subscribe again after a
+/// subscription that worked was lost.
+const FIRST_BACKOFF: Duration = Duration::from_millis(50);
 /// How long a read blocks before the thread checks whether to stop.
 const READ_TIMEOUT: Duration = Duration::from_millis(250);
 /// The longest pause between two attempts to subscribe again: a server
@@ -66,12 +69,11 @@ const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 /// trying (the client gives up on it only if no thread could subscribe).
 pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) {
     let (mut ready, name) = (Some(ready), at.describe());
-    let mut backoff = Duration::from_millis(50);
+    let mut backoff = FIRST_BACKOFF;
     while !shared.is_stopping() {
-        let listened_since = Instant::now();
         let listened = match at {
-            Listen::Shards(node) => listen_shards(shared, node, &mut ready),
-            _ => listen(shared, at, &mut ready),
+            Listen::Shards(node) => listen_shards(shared, node, &mut ready, &mut backoff),
+            _ => listen(shared, at, &mut ready, &mut backoff),
         };
         let Err(err) = listened else {
             return;
@@ -84,7 +86,7 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
         }
         if let Some(ready) = ready.take() {
             let _ = ready.send(Err(err));
-        } else if backoff < MAX_BACKOFF || listened_since.elapsed() > MAX_BACKOFF {
+        } else if backoff < MAX_BACKOFF {
             // Once per loss, not once per attempt while the server is away.
             log::warn!("fairlock: wake-up subscription on {name} lost, reconnecting: {err}");
         } else {
@@ -99,15 +101,21 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
 
 /// Subscribes and dispatches messages until the client stops (Ok) or the
 /// connection fails (Err). `ready` is there until the first subscription's
-/// outcome is told: a later one is a reconnect.
-fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> Result<()> {
+/// outcome is told: a later one is a reconnect; `backoff` starts over once
+/// subscribed.
+fn listen(
+    shared: &Shared,
+    at: &Listen,
+    ready: &mut Option<Sender<Result<()>>>,
+    backoff: &mut Duration,
+) -> Result<()> {
     let (channel, backend) = (shared.wake_channel(), &shared.caller.backend);
     let mut conn = backend.subscription(at, &channel, None)?;
     let moves = backend.master_moves();
     (conn.set_read_timeout(Some(READ_TIMEOUT))).map_err(Error::from_redis)?;
     let mut pubsub = conn.as_pubsub();
     let (quiet, mut heard) = (shared.config().watchdog_period(), Instant::now());
-    if opened(at, ready) {
+    if opened(at, ready, backoff) {
         // Handoffs published while we were away were lost: everyone asks.
         shared.missed_messages();
     }
@@ -145,8 +153,10 @@ fn listen(shared: &Shared, at: &Listen, ready: &mut Option<Sender<Result<()>>>) 
 }
 
 /// A listener's connection at `at` is open: the first tells `ready`, a
-/// later one (true) is back after a loss, said at `info` and counted.
-fn opened(at: &Listen, ready: &mut Option<Sender<Result<()>>>) -> bool {
+/// later one (true) is back after a loss, said at `info` and counted; the
+/// `backoff` of its next loss starts over.
+fn opened(at: &Listen, ready: &mut Option<Sender<Result<()>>>, backoff: &mut Duration) -> bool {
+    *backoff = FIRST_BACKOFF;
     if let Some(ready) = ready.take() {
         let _ = ready.send(Ok(()));
         return false;
@@ -177,12 +187,13 @@ fn listen_shards(
     shared: &Arc<Shared>,
     node: &Address,
     ready: &mut Option<Sender<Result<()>>>,
+    backoff: &mut Duration,
 ) -> Result<()> {
     let at = Listen::Shards(node.clone());
     let mut conn = shared.caller.backend.connection(&at)?.into_inner();
     (conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))).map_err(Error::from_redis)?;
     // Its slots, subscribed again, have every waiter poll (`serve_shards`).
-    opened(&at, ready);
+    opened(&at, ready, backoff);
     let mut live = FxHashSet::default();
     let served = serve_shards(shared, node, &mut conn, &mut live);
     shared.shards.lost(live);
