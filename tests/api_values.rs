@@ -388,6 +388,25 @@ fn cluster_urls_list_every_seed_with_the_credentials() {
     );
 }
 
+/// A query or a fragment, which a `redis://` URL may carry for the redis
+/// crate, has no place in a cluster's or Sentinels' URL: it was kept on
+/// the last seed alone (`?protocol=resp3`, `#insecure` for one seed of
+/// many), read as part of the master's name, or said to be a database.
+#[test]
+fn a_query_or_fragment_in_a_cluster_or_sentinel_url_is_invalid_config() {
+    for url in [
+        "redis+cluster://a:1,b:2?protocol=resp3",
+        "rediss+cluster://a:1,b:2#insecure",
+        "rediss+cluster://a:1,b:2/#insecure",
+        "redis+sentinel://a:1,b:2/orders?protocol=resp3",
+        "rediss+sentinel://a:1/orders#insecure",
+    ] {
+        let err = topology_of(url).unwrap_err();
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{url}: {err}");
+        assert!(err.to_string().contains("query"), "{url}: {err}");
+    }
+}
+
 #[test]
 fn sentinel_urls_name_the_master_and_keep_credentials_for_it() {
     assert_eq!(

@@ -59,6 +59,12 @@ impl Topology {
         let (userinfo, hosts_and_path) = rest
             .rsplit_once('@')
             .map_or((None, rest), |(userinfo, after)| (Some(userinfo), after));
+        if hosts_and_path.contains(['?', '#']) {
+            // It would stick to the last seed, or to the master's name.
+            return Err(invalid(
+                "a query or fragment (? or #) is read in a redis:// url only",
+            ));
+        }
         let (hosts, path) = hosts_and_path
             .split_once('/')
             .map_or((hosts_and_path, None), |(hosts, path)| (hosts, Some(path)));
