@@ -352,6 +352,8 @@ fn malformed_urls_are_invalid_config() {
         "redis+cluster://a:1/5",
         "redis+sentinel://a:1",
         "redis+sentinel://a:1/m/x",
+        "redis+sentinel://a:1/m/0/x",
+        "redis+sentinel://a:1/m/-1",
         "redis+shards://a:1",
         "http+cluster://a:1",
         "redis+cluster://host-without-port",

@@ -94,8 +94,12 @@ impl Topology {
                     return Err(invalid("a sentinel url ends with /<master name>"));
                 }
                 let db = (parts.next().filter(|db| !db.is_empty()))
-                    .map_or(Ok(0), str::parse)
-                    .map_err(|_| invalid("the database must be a number"))?;
+                    .map_or(Ok(0), str::parse::<i64>)
+                    .ok()
+                    .filter(|&db| db >= 0 && parts.next().is_none())
+                    .ok_or_else(|| {
+                        invalid("after the master name only a database number may follow")
+                    })?;
                 // `user:password`, `:password`, or a lone password, each
                 // percent-decoded as the redis crate decodes a `redis://` URL's.
                 let decoded = |part: &str| {
