@@ -354,6 +354,10 @@ fn malformed_urls_are_invalid_config() {
         "redis+sentinel://a:1/m/x",
         "redis+sentinel://a:1/m/0/x",
         "redis+sentinel://a:1/m/-1",
+        // Port 0, as `builder_from` refuses it: not a retryable `Connection`.
+        "redis://127.0.0.1:0",
+        "redis+cluster://127.0.0.1:0",
+        "redis+sentinel://127.0.0.1:0/m",
         "redis+shards://a:1",
         "http+cluster://a:1",
         "redis+cluster://host-without-port",

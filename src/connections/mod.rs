@@ -351,6 +351,9 @@ fn open_info(config: &Config, info: ConnectionInfo) -> Result<redis::Client> {
 /// sends at connect by default: its answer is ignored, and Redis 6.2, 7.2+
 /// and Valkey log the least-privilege user's denial of it in `ACL LOG` on
 /// every connect (Redis 7.0 refuses the rule that would allow it).
+/// Checked as `builder_from`'s settings are (a port 0 is no server).
 fn quiet(url: &str) -> Result<ConnectionInfo> {
-    Ok(quiet_info(url.into_connection_info().map_err(invalid_url)?))
+    let info = url.into_connection_info().map_err(invalid_url)?;
+    Topology::of_info(&info)?;
+    Ok(quiet_info(info))
 }
