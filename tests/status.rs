@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use fairlock::Client;
+use fairlock::{Client, LockKind};
 use fairlock_test_support::*;
 
 #[test]
@@ -60,4 +60,47 @@ fn lists_the_holder_and_the_queue_in_order() {
     for handle in waiters {
         handle.join().unwrap().unwrap();
     }
+}
+
+/// `status(max)` lists at most `max` holders, as it lists waiters, for
+/// every kind: the mutex's and an election's one holder was listed by
+/// `status(0)` (a semaphore's and a rwlock's were not), though the totals
+/// are what `status(0)` is for.
+#[test]
+fn status_lists_at_most_max_holders_of_every_kind() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let holds = [
+        client
+            .fair_mutex("most")
+            .unbound()
+            .lock()
+            .unwrap()
+            .into_any(),
+        client
+            .fair_semaphore("most", 2)
+            .unbound()
+            .acquire()
+            .unwrap()
+            .into_any(),
+        client
+            .fair_rwlock("most")
+            .unbound()
+            .read()
+            .unwrap()
+            .into_any(),
+        client.election("most").campaign().unwrap().into_any(),
+    ];
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+        LockKind::Election,
+    ] {
+        let none = client.status(kind, "most", 0).unwrap();
+        assert_eq!((none.holders.len(), none.holder_count), (0, 1), "{kind:?}");
+        let one = client.status(kind, "most", 1).unwrap();
+        assert_eq!((one.holders.len(), one.holder_count), (1, 1), "{kind:?}");
+    }
+    drop(holds);
 }

@@ -40,13 +40,7 @@ pub fn read(
         .filter(|kind| asked.is_empty() || asked.contains(kind));
     let mut locks = Vec::new();
     for kind in kinds {
-        let mut status = client.status(kind, name, limit)?;
-        // The library lists a lock's one holder (a mutex's, an election's)
-        // whatever `limit` says: at most `limit` are shown, as of the
-        // others, the counts saying how many there are.
-        status.holders.truncate(limit);
-        status.waiters.truncate(limit);
-        locks.push(status);
+        locks.push(client.status(kind, name, limit)?);
     }
     if asked.is_empty() {
         let mutex = locks[0].clone();

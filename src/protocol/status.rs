@@ -169,7 +169,8 @@ impl Operation for Status {
 
     fn args(&self) -> Vec<String> {
         let mut args = vec![self.waiters.min(MAX_LISTED).to_string()];
-        // The mutex's engine lists its one holder whatever was asked.
+        // The mutex's engine lists its one holder whatever was asked (cut
+        // by `parse_mutex`).
         if Engine::of(self.kind) == Engine::Counted {
             args.push(self.holders.min(MAX_LISTED).to_string());
         }
@@ -179,7 +180,7 @@ impl Operation for Status {
     fn parse(&self, reply: Value) -> Result<StatusReply> {
         let items = list(reply, |n| n >= 6)?;
         match Engine::of(self.kind) {
-            Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind),
+            Engine::Mutex | Engine::Election => parse_mutex(&items, self.kind, self.holders),
             Engine::Counted => parse_counted(&items, self.kind, self.holders),
         }
     }
@@ -229,8 +230,8 @@ fn parse_counted(items: &[Value], kind: LockKind, asked: usize) -> Result<Status
 /// The mutex's `status.lua` reply: holder (or ""), hold count, token, lease
 /// left (-1: no expiry; -2: free), live waiters, last token, then the
 /// waiters (owner, left); an election's ends with its history, newest
-/// first.
-fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
+/// first; its holder listed when `asked` for one.
+fn parse_mutex(items: &[Value], kind: LockKind, asked: usize) -> Result<StatusReply> {
     let (items, history) = match (kind, items.split_last()) {
         (LockKind::Election, Some((Value::Array(history), rest))) => (rest, history.as_slice()),
         _ => (items, &[][..]),
@@ -242,7 +243,8 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
         .filter_map(|entry| Change::parse(text(entry).ok()?.as_bytes()))
         .collect();
     let owner = text(&items[0])?;
-    let holders = if owner.is_empty() {
+    let held = u64::from(!owner.is_empty());
+    let holders = if held == 0 || asked == 0 {
         Vec::new()
     } else {
         vec![HolderReply {
@@ -261,8 +263,8 @@ fn parse_mutex(items: &[Value], kind: LockKind) -> Result<StatusReply> {
     Ok(StatusReply {
         capacity: Some(1),
         kind,
-        used: holders.len() as u64,
-        live_holds: holders.len() as u64,
+        used: held,
+        live_holds: held,
         live_waiters: count(&items[4])?,
         last_token: count(&items[5])?,
         holders,
