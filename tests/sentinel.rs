@@ -522,3 +522,80 @@ fn wake_ups_follow_a_failover_away_from_a_master_that_stopped_answering() {
     assert!(took < Duration::from_millis(500), "{took:?}: not woken");
     waiter.release("the waiter");
 }
+
+/// When the Sentinels know the master's name but give no master to use
+/// (they flag it down, or the server they name answers as a replica), a
+/// lookup says so: not that the name is unknown, which sends its reader
+/// to the URL while a failover is under way. Either passes: `Connection`,
+/// retryable.
+#[test]
+fn a_lookup_that_finds_no_usable_master_says_why() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let timeout = Duration::from_millis(500);
+    let build = || {
+        Client::builder(&set.url())
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+            .map(drop)
+            .unwrap_err()
+    };
+    let check = |what: &str, err: fairlock::Error, says: &str| {
+        let chain = error_chain(&err);
+        eprintln!("sentinel, {what}: {chain}");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{what}: {chain}");
+        assert!(err.is_retryable(), "{what}");
+        assert!(chain.contains(says), "{what}: {chain}");
+        assert!(!chain.contains("not found"), "{what}: {chain}");
+    };
+    let master = set.master_port();
+    let replica = (set.servers().iter().map(|s| s.port()))
+        .find(|&port| port != master)
+        .unwrap();
+
+    // The master stopped and flagged down by every Sentinel, a quorum out
+    // of reach keeping them from failing it over.
+    let flagged_down = |sentinel: &fairlock_test_support::sentinel::Sentinel| {
+        let fields: Vec<String> = redis::cmd("SENTINEL")
+            .arg("MASTER")
+            .arg(SentinelSet::master_name())
+            .query(&mut sentinel.conn())
+            .unwrap();
+        let flags = fields.iter().skip_while(|f| *f != "flags").nth(1);
+        flags.is_some_and(|flags| flags.contains("s_down"))
+    };
+    for sentinel in set.sentinels() {
+        let () = redis::cmd("SENTINEL")
+            .arg("SET")
+            .arg(SentinelSet::master_name())
+            .arg("quorum")
+            .arg(4)
+            .query(&mut sentinel.conn())
+            .unwrap();
+    }
+    let (_, stopped) = set.stop_master();
+    assert!(wait_until(Duration::from_secs(10), || set
+        .sentinels()
+        .iter()
+        .all(flagged_down)));
+    check("the master flagged down", build(), "down");
+    drop(stopped);
+    assert!(wait_until(Duration::from_secs(10), || !set
+        .sentinels()
+        .iter()
+        .any(flagged_down)));
+
+    // The master turned replica of its replica behind the Sentinels' back.
+    let () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query(&mut set.conn_to(replica))
+        .unwrap();
+    let () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(replica)
+        .query(&mut set.conn_to(master))
+        .unwrap();
+    check("the master named a replica", build(), "replica");
+}

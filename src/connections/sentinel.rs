@@ -139,33 +139,38 @@ impl Sentinels {
         Err(master_err.or(last_err).expect("at least one sentinel"))
     }
 
-    /// The first master of `masters` (a Sentinel's `SENTINEL MASTERS`)
-    /// that has the name, is not flagged down, and says it is master
-    /// (`ROLE`); `None` if none does.
+    /// The master of `masters` (a Sentinel's `SENTINEL MASTERS`) that has
+    /// the name, if it is not flagged down and says it is master (`ROLE`);
+    /// `None` if none has the name; an error saying which when it is
+    /// flagged down or answers as a replica (a failover under way).
     fn valid_master(
         &self,
         masters: Vec<std::collections::HashMap<String, String>>,
         timeouts: Timeouts,
     ) -> Result<Option<redis::Client>> {
-        for master in masters {
-            let field = |name: &str| master.get(name).map(String::as_str);
-            let flags = field("flags").unwrap_or_default();
-            let named = field("name") == Some(self.name.as_str())
-                && flags.contains("master")
-                && !flags.contains("s_down")
-                && !flags.contains("o_down");
-            let address = (field("ip"), field("port").map(str::parse));
-            let (true, (Some(ip), Some(Ok(port)))) = (named, address) else {
-                continue;
-            };
-            let info = super::at_address(self.master.clone(), ip.to_owned(), port);
-            let client = super::open_info(&self.config, info)?;
-            let role = ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"));
-            if let redis::Role::Primary { .. } = role? {
-                return Ok(Some(client));
-            }
+        let Some(master) = (masters.iter()).find(|m| m.get("name") == Some(&self.name)) else {
+            return Ok(None);
+        };
+        let field = |name: &str| master.get(name).map_or("", String::as_str);
+        let (ip, flags) = (field("ip"), field("flags"));
+        let Ok(port) = field("port").parse() else {
+            return Ok(None);
+        };
+        let unusable = |why: String| {
+            let message = format!(
+                "the master the sentinels name, {ip}:{port}, {why} (a failover may be under way)"
+            );
+            Err(Error::new(ErrorKind::Connection, message))
+        };
+        if !flags.contains("master") || flags.contains("s_down") || flags.contains("o_down") {
+            return unusable(format!("is flagged down by them ({flags})"));
         }
-        Ok(None)
+        let info = super::at_address(self.master.clone(), ip.to_owned(), port);
+        let client = super::open_info(&self.config, info)?;
+        match ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"))? {
+            redis::Role::Primary { .. } => Ok(Some(client)),
+            _ => unusable("answers as a replica".to_owned()),
+        }
     }
 }
 
