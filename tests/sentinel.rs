@@ -599,3 +599,49 @@ fn a_lookup_that_finds_no_usable_master_says_why() {
         .unwrap();
     check("the master named a replica", build(), "replica");
 }
+
+/// With every Sentinel down and the master up, what cannot be reached is
+/// named: the Sentinels, not "redis", which answers (an operator sent to
+/// the data server finds it well). Pooled connections still serve.
+#[test]
+fn with_every_sentinel_down_the_error_names_the_sentinels() {
+    let _serial = serial();
+    let mut set = SentinelSet::start();
+    let timeout = Duration::from_millis(500);
+    let url = set.url();
+    let build = || {
+        Client::builder(&url)
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+    };
+    let client = build().unwrap();
+    let mutex = client.fair_mutex("sentinels-down");
+    mutex.lock().unwrap().unlock().unwrap();
+    for sentinel in set.sentinels_mut() {
+        sentinel.kill();
+    }
+    mutex.lock().unwrap().unlock().unwrap();
+    // The master closes the client's connections: new ones need a lookup.
+    let () = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut set.servers()[0].conn())
+        .unwrap();
+    let started = Instant::now();
+    let called = mutex.try_lock().map(drop).unwrap_err();
+    let took = started.elapsed();
+    let built = build().map(drop).unwrap_err();
+    for (what, err) in [("a call", called), ("a build", built)] {
+        let chain = error_chain(&err);
+        eprintln!("sentinels down, {what}: {chain}");
+        assert_eq!(err.kind(), ErrorKind::Connection, "{what}: {chain}");
+        assert!(err.is_retryable(), "{what}");
+        assert!(
+            err.to_string().contains("asking the sentinel at"),
+            "{what}: {err}"
+        );
+    }
+    assert!(took < timeout + Duration::from_millis(300), "{took:?}");
+}

@@ -115,7 +115,12 @@ impl Sentinels {
             let sentinel = &self.sentinels[at];
             let masters = ask(sentinel, timeouts, redis::cmd("SENTINEL").arg("MASTERS"));
             match masters.map(|masters| self.valid_master(masters, timeouts)) {
-                Err(err) => last_err = Some(sentinels_error(err)),
+                Err(err) => {
+                    let addr = sentinel.get_connection_info().addr();
+                    last_err = Some(
+                        sentinels_error(err).during(format_args!("asking the sentinel at {addr}")),
+                    );
+                }
                 Ok(Ok(Some(master))) => {
                     self.first.store(at, Ordering::Relaxed);
                     let addr = master.get_connection_info().addr().to_string();
