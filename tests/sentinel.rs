@@ -645,3 +645,52 @@ fn with_every_sentinel_down_the_error_names_the_sentinels() {
     }
     assert!(took < timeout + Duration::from_millis(300), "{took:?}");
 }
+
+/// With `sync_replicas`, a failover to a replica that has no replica of
+/// its own: every renewal is answered but acknowledged by none, so the
+/// holder counts its lease out by its last acknowledged renewal (within
+/// its lease of the kill), and its unlock says so, naming the replicas,
+/// not a stalled redis or a paused process; the waiter queued before, its
+/// grant acknowledged by none either, gets `NotReplicated`.
+#[test]
+fn a_hold_failed_over_to_a_master_without_replicas_is_lost_for_want_of_them() {
+    let _serial = serial();
+    let mut set = SentinelSet::start();
+    let (lease, timeout) = (Duration::from_secs(3), Duration::from_millis(500));
+    let build = || {
+        Client::builder(&set.url())
+            .lease(lease)
+            .sync_replicas(1, Duration::from_millis(300))
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+            .unwrap()
+    };
+    let name = "sentinel-sync-lost";
+    let (holder, waiter) = (build().fair_mutex(name), build().fair_mutex(name));
+    let guard = holder.lock().unwrap();
+    let waiting = std::thread::spawn(move || waiter.lock().map(drop));
+    assert!(wait_until(Duration::from_secs(5), || holder
+        .queue_len()
+        .unwrap()
+        == 1));
+    let (old_master, killed) = set.kill_master();
+    set.wait_for_failover(old_master, Duration::from_secs(30));
+    let end = guard.lease_signal().wait_timeout(Duration::from_secs(10));
+    let lost_after = killed.elapsed();
+    eprintln!(
+        "sentinel, sync: {end:?} {:.0} ms after the kill",
+        ms(lost_after)
+    );
+    assert_eq!(end, Some(fairlock::LeaseEnd::Lost));
+    assert!(
+        lost_after < lease + Duration::from_millis(500),
+        "{lost_after:?}"
+    );
+    let err = guard.unlock().unwrap_err();
+    eprintln!("sentinel, sync: the unlock: {err}");
+    assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err:?}");
+    assert!(err.to_string().contains("replicas"), "{err}");
+    let handed = join_within(waiting, Duration::from_secs(5), "the waiter");
+    assert_eq!(handed.map_err(|e| e.kind()), Err(ErrorKind::NotReplicated));
+}

@@ -92,7 +92,8 @@ pub(crate) const FORCE_RELEASED: &str =
 
 /// Why a hold whose lease this client counted out was lost.
 const RAN_OUT: &str = "its lease ran out before a renewal confirmed it (by this client's count: \
-                       a stalled or unreachable redis, or a paused process)";
+                       a stalled or unreachable redis, a paused process, or renewals too few \
+                       replicas acknowledged: sync_replicas)";
 
 /// Why a hold of a fixed lease, which is never renewed, was lost once
 /// this client counted it out: no renewal was ever due, nor Redis at fault.
