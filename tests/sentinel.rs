@@ -694,3 +694,49 @@ fn a_hold_failed_over_to_a_master_without_replicas_is_lost_for_want_of_them() {
     let handed = join_within(waiting, Duration::from_secs(5), "the waiter");
     assert_eq!(handed.map_err(|e| e.kind()), Err(ErrorKind::NotReplicated));
 }
+
+/// A master that stopped answering, which the Sentinels still name (not
+/// flagged down yet): each Sentinel asked names it, and a lookup that
+/// asked it again for each waited a command timeout per Sentinel, so a
+/// build and a watch's subscription, each saying "no reply within 500
+/// ms", took 1.5 s. Asked once per lookup, the wait is one timeout.
+#[test]
+fn a_stalled_master_named_by_every_sentinel_costs_a_lookup_one_timeout() {
+    let _serial = serial();
+    let set = SentinelSet::start();
+    let timeout = Duration::from_millis(500);
+    let build = || {
+        Client::builder(&set.url())
+            .connect_timeout(timeout)
+            .command_timeout(timeout)
+            .build()
+    };
+    let client = build().unwrap();
+    let election = client.election("sentinel-stalled-named");
+    // Not flagged down, nor failed over, while the test lasts.
+    for sentinel in set.sentinels() {
+        let () = redis::cmd("SENTINEL")
+            .arg("SET")
+            .arg(SentinelSet::master_name())
+            .arg("down-after-milliseconds")
+            .arg(30_000)
+            .query(&mut sentinel.conn())
+            .unwrap();
+    }
+    let (_, stopped) = set.stop_master();
+    let bound = timeout + Duration::from_millis(300);
+    let started = Instant::now();
+    let built = build().map(drop).unwrap_err();
+    let took = started.elapsed();
+    eprintln!("sentinel, a stalled master: build {took:?}: {built}");
+    assert!(built.is_connection() && took < bound, "{took:?}: {built}");
+    let started = Instant::now();
+    let watched = election.watch().map(drop).unwrap_err();
+    let took = started.elapsed();
+    eprintln!("sentinel, a stalled master: watch {took:?}: {watched}");
+    assert!(
+        watched.is_connection() && took < bound,
+        "{took:?}: {watched}"
+    );
+    drop(stopped);
+}

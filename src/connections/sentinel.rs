@@ -111,10 +111,12 @@ impl Sentinels {
         // An error met on a master a Sentinel named is the one to report,
         // rather than another Sentinel's failure or not knowing the name.
         let (mut master_err, mut last_err) = (None, None);
+        // The masters asked so far in this lookup.
+        let mut asked = Vec::new();
         for at in (first..first + count).map(|i| i % count) {
             let sentinel = &self.sentinels[at];
             let masters = ask(sentinel, timeouts, redis::cmd("SENTINEL").arg("MASTERS"));
-            match masters.map(|masters| self.valid_master(masters, timeouts)) {
+            match masters.map(|masters| self.valid_master(masters, timeouts, &mut asked)) {
                 Err(err) => {
                     let addr = sentinel.get_connection_info().addr();
                     last_err = Some(
@@ -147,11 +149,15 @@ impl Sentinels {
     /// The master of `masters` (a Sentinel's `SENTINEL MASTERS`) that has
     /// the name, if it is not flagged down and says it is master (`ROLE`);
     /// `None` if none has the name; an error saying which when it is
-    /// flagged down or answers as a replica (a failover under way).
+    /// flagged down or answers as a replica (a failover under way). A
+    /// master already `asked` in this lookup is not asked again (`None`):
+    /// its error is the one to report, and one that stalled would cost
+    /// each Sentinel naming it a command timeout.
     fn valid_master(
         &self,
         masters: Vec<std::collections::HashMap<String, String>>,
         timeouts: Timeouts,
+        asked: &mut Vec<(String, u16)>,
     ) -> Result<Option<redis::Client>> {
         let Some(master) = (masters.iter()).find(|m| m.get("name") == Some(&self.name)) else {
             return Ok(None);
@@ -170,6 +176,10 @@ impl Sentinels {
         if !flags.contains("master") || flags.contains("s_down") || flags.contains("o_down") {
             return unusable(format!("is flagged down by them ({flags})"));
         }
+        if asked.contains(&(ip.to_owned(), port)) {
+            return Ok(None);
+        }
+        asked.push((ip.to_owned(), port));
         let info = super::at_address(self.master.clone(), ip.to_owned(), port);
         let client = super::open_info(&self.config, info)?;
         match ask::<redis::Role>(&client, timeouts, &redis::cmd("ROLE"))? {
