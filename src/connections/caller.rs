@@ -137,7 +137,7 @@ impl Caller {
                 conn.set_command_timeout(left.max(Duration::from_millis(1)))?;
             }
             let result = call(conn.get());
-            let stale = conn.note(&result);
+            let stale = conn.note(&result, capped.is_some());
             if capped.is_some() && !stale {
                 // Back to the pool with the client's own timeout (a
                 // connection that timed out is closed, and the pool drops it).

@@ -8,7 +8,8 @@
 //! Whatever the deployment, a pooled connection is a [`Pooled`], which a
 //! failed call may leave stale so that the pool lets it go: one that met a
 //! demoted master; behind Sentinel, every one opened before a call timed
-//! out or they named another master; on a cluster, every one opened
+//! out (only its own when the call's deadline cut its wait short) or they
+//! named another master; on a cluster, every one opened
 //! before a node was found unreachable (not one that only stalled) or a
 //! slot map named another master.
 
@@ -159,12 +160,13 @@ impl Manager {
 }
 
 /// A pooled connection, its manager, the generation it was opened in, and
-/// whether it met a demoted master.
+/// whether it is stale of itself (it met a demoted master, or timed out
+/// behind Sentinel within a call's deadline).
 pub(crate) struct Pooled {
     link: OwnConn,
     manager: Manager,
     born: u64,
-    demoted: bool,
+    stale: bool,
 }
 
 impl Pooled {
@@ -185,15 +187,17 @@ impl Pooled {
     /// handing it out again, whatever the deployment: behind Sentinel, and
     /// behind one address that a failover moved (a managed Redis's DNS
     /// name), where the old master, now a replica, closes nothing. Behind
-    /// Sentinel a call that got no reply in time makes every connection
-    /// opened so far stale: the master may have stopped answering and been
-    /// failed over, and nothing else would ever close a connection to it
-    /// (a stopped master sends no `READONLY`), so the next ones ask the
-    /// Sentinels again. A cluster call that could not reach a node makes
-    /// every cluster connection opened so far stale: their slot maps may
-    /// point at a dead master, and the `redis` crate refreshes a map only
-    /// on a redirection, which a dead node never sends (a slot being moved
-    /// is no sign of a stale map). One that timed out makes none stale: a
+    /// Sentinel a call that got no reply within the command timeout makes
+    /// every connection opened so far stale: the master may have stopped
+    /// answering and been failed over, and nothing else would ever close a
+    /// connection to it (a stopped master sends no `READONLY`), so the next
+    /// ones ask the Sentinels again. One whose wait its deadline `cut`
+    /// short may have met a master only busy for a moment: only its own
+    /// connection goes (the next one opened asks the Sentinels). A cluster call that
+    /// could not reach a node makes every cluster connection opened so far
+    /// stale: their slot maps may point at a dead master, and the `redis`
+    /// crate refreshes a map only on a redirection, which a dead node never
+    /// sends (a slot being moved is no sign of a stale map). One that timed out makes none stale: a
     /// new one would wait for the stalled node too (the `redis` crate pings
     /// every node as it opens one), longer than a call waits for one, so the
     /// calls on the other masters would fail; the watchdog reads the slot
@@ -204,14 +208,19 @@ impl Pooled {
     /// again on another: the server closed it (restart, failover), or it
     /// reaches a master demoted since (the script stopped at its first
     /// write; a new connection finds the successor).
-    pub(crate) fn note<T>(&mut self, result: &Result<T>) -> bool {
+    pub(crate) fn note<T>(&mut self, result: &Result<T>, cut: bool) -> bool {
         let Err(err) = result else {
             return false;
         };
-        self.demoted |= err.retry() == Retry::DemotedMaster;
+        let demoted = err.retry() == Retry::DemotedMaster;
+        self.stale |= demoted;
         match &*self.manager.deployment {
             Deployment::Sentinel(_) if err.retry() == Retry::Unreachable && err.is_timeout() => {
-                (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
+                if cut {
+                    self.stale = true;
+                } else {
+                    (self.manager.generation).fetch_max(self.born + 1, Ordering::Relaxed);
+                }
             }
             // A node that stalled keeps them (a new one waits for it too)
             // until a slot map names another master ([`Backend::renew_all`]).
@@ -227,12 +236,12 @@ impl Pooled {
             }
             _ => {}
         }
-        self.demoted || err.retry() == Retry::OtherConnection
+        demoted || err.retry() == Retry::OtherConnection
     }
 
-    /// Demoted, or opened before the pool's generation.
+    /// Stale of itself, or opened before the pool's generation.
     fn is_stale(&self) -> bool {
-        self.demoted || self.born < self.manager.generation.load(Ordering::Relaxed)
+        self.stale || self.born < self.manager.generation.load(Ordering::Relaxed)
     }
 }
 
@@ -248,7 +257,7 @@ impl r2d2::ManageConnection for Manager {
             link: link?,
             manager: self.clone(),
             born,
-            demoted: false,
+            stale: false,
         })
     }
 
