@@ -801,3 +801,24 @@ fn a_call_cut_short_by_its_deadline_replaces_only_its_own_connection() {
         "{opened} connections for {cuts} calls cut short"
     );
 }
+
+/// Sentinels that refuse the client's credentials, one of them down: the
+/// lookup reports the refusal (`Auth`, not retryable), whichever Sentinel
+/// it asked last, not the down one's refused connection (`Connection`,
+/// retryable: retrying cannot help).
+#[test]
+fn a_refusal_of_the_sentinels_is_reported_though_one_of_them_is_down() {
+    let _serial = serial();
+    let mut set = SentinelSet::start_with_password(SENTINEL_PASSWORD);
+    let url = set.url();
+    for down in [2, 0] {
+        set.sentinels_mut()[down].kill();
+        let err = (Client::builder(&url).connect_timeout(Duration::from_secs(1)))
+            .build()
+            .map(drop)
+            .unwrap_err();
+        eprintln!("sentinel auth, sentinel {down} down: {err}");
+        assert_eq!(err.kind(), ErrorKind::Auth, "sentinel {down} down: {err}");
+        assert!(!err.is_retryable());
+    }
+}

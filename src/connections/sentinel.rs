@@ -119,9 +119,12 @@ impl Sentinels {
             match masters.map(|masters| self.valid_master(masters, timeouts, &mut asked)) {
                 Err(err) => {
                     let addr = sentinel.get_connection_info().addr();
-                    last_err = Some(
-                        sentinels_error(err).during(format_args!("asking the sentinel at {addr}")),
-                    );
+                    let err =
+                        sentinels_error(err).during(format_args!("asking the sentinel at {addr}"));
+                    // One not reached says less than one that refused the client.
+                    if !err.is_connection() || last_err.as_ref().is_none_or(Error::is_connection) {
+                        last_err = Some(err);
+                    }
                 }
                 Ok(Ok(Some(master))) => {
                     self.first.store(at, Ordering::Relaxed);
