@@ -9,9 +9,9 @@
 //! failed call may leave stale so that the pool lets it go: one that met a
 //! demoted master; behind Sentinel, every one opened before a call timed
 //! out (only its own when the call's deadline cut its wait short) or they
-//! named another master; on a cluster, every one opened
-//! before a node was found unreachable (not one that only stalled) or a
-//! slot map named another master.
+//! named another master; on a cluster, every one opened before a node was
+//! found unreachable (not one that only stalled) or a slot map named
+//! another master.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -193,12 +193,12 @@ impl Pooled {
     /// connection to it (a stopped master sends no `READONLY`), so the next
     /// ones ask the Sentinels again. One whose wait its deadline `cut`
     /// short may have met a master only busy for a moment: only its own
-    /// connection goes (the next one opened asks the Sentinels). A cluster call that
-    /// could not reach a node makes every cluster connection opened so far
-    /// stale: their slot maps may point at a dead master, and the `redis`
-    /// crate refreshes a map only on a redirection, which a dead node never
-    /// sends (a slot being moved is no sign of a stale map). One that timed out makes none stale: a
-    /// new one would wait for the stalled node too (the `redis` crate pings
+    /// connection goes (the next one opened asks the Sentinels). A cluster
+    /// call that could not reach a node makes every cluster connection
+    /// opened so far stale: their slot maps may point at a dead master, and
+    /// the `redis` crate refreshes a map only on a redirection, which a dead
+    /// node never sends (a slot being moved is no sign of a stale map). One
+    /// that timed out makes none stale: a new one would wait for the stalled node too (the `redis` crate pings
     /// every node as it opens one), longer than a call waits for one, so the
     /// calls on the other masters would fail; the watchdog reads the slot
     /// map again instead, and one that names another master makes them all
