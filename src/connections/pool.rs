@@ -198,8 +198,9 @@ impl Pooled {
     /// opened so far stale: their slot maps may point at a dead master, and
     /// the `redis` crate refreshes a map only on a redirection, which a dead
     /// node never sends (a slot being moved is no sign of a stale map). One
-    /// that timed out makes none stale: a new one would wait for the stalled node too (the `redis` crate pings
-    /// every node as it opens one), longer than a call waits for one, so the
+    /// that timed out makes none stale: a new one would wait for the
+    /// stalled node too (the `redis` crate pings every node as it opens
+    /// one), longer than a call waits for one, so the
     /// calls on the other masters would fail; the watchdog reads the slot
     /// map again instead, and one that names another master makes them all
     /// stale ([`Backend::renew_all`]).
