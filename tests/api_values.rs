@@ -367,6 +367,28 @@ fn malformed_urls_are_invalid_config() {
     }
 }
 
+/// A URL the redis crate cannot read is named in the error (its password
+/// hidden; a cluster's seed, of which there are several), and the schemes
+/// fairlock takes are listed only when its scheme is not one of them.
+#[test]
+fn an_unreadable_url_is_named_and_its_scheme_blamed_only_when_unknown() {
+    for (url, named) in [
+        (
+            "redis://u:hunter2@127.0.0.1:99999",
+            "redis://u:***@127.0.0.1:99999",
+        ),
+        ("redis+cluster://a:1,b:99999", "redis://b:99999"),
+        ("redis+sentinel://a:99999/m", "redis://a:99999"),
+    ] {
+        let err = rejected(Client::builder(url)).to_string();
+        assert!(err.contains(named), "{url}: {err}");
+        assert!(!err.contains("hunter2"), "{url}: {err}");
+        assert!(!err.contains("scheme"), "{url}: {err}");
+    }
+    let err = rejected(Client::builder("http://a:1")).to_string();
+    assert!(err.contains("scheme"), "{err}");
+}
+
 /// What `url` parses to (src/connections/topology.rs), as `Debug` writes it.
 fn topology(url: &str) -> String {
     topology_of(url).unwrap_or_else(|err| panic!("{url}: {err}"))

@@ -53,7 +53,7 @@ use redis::{ConnectionAddr, ConnectionInfo};
 
 use crate::connections::config::Config;
 use crate::connections::slot_map::{Address, MapReader, SlotMap};
-use crate::connections::topology::Topology;
+use crate::connections::topology::{redact_url, Topology};
 use crate::error::{Error, ErrorKind, Result};
 use crate::protocol::{check_subscribed, Route};
 
@@ -333,6 +333,21 @@ fn invalid_url(err: redis::RedisError) -> Error {
     Error::with_source(ErrorKind::InvalidConfig, message, err)
 }
 
+/// `url`, which the `redis` crate could not read, named (its password
+/// hidden: a cluster has several seeds); the schemes fairlock takes are
+/// listed only when its scheme is none of them.
+fn unreadable(url: &str, err: redis::RedisError) -> Error {
+    const SCHEMES: [&str; 6] = ["redis", "rediss", "valkey", "valkeys", "unix", "redis+unix"];
+    let known = url
+        .split_once("://")
+        .is_some_and(|(scheme, _)| SCHEMES.contains(&scheme));
+    if !known {
+        return invalid_url(err);
+    }
+    let message = format!("invalid redis url {:?}", redact_url(url));
+    Error::with_source(ErrorKind::InvalidConfig, message, err)
+}
+
 /// The `redis::Client` of one server's connection settings (a node's URL
 /// through [`quiet`]); a TLS root given to the builder covers it. Its
 /// connections send no `CLIENT SETINFO` (see [`quiet`]).
@@ -353,7 +368,9 @@ fn open_info(config: &Config, info: ConnectionInfo) -> Result<redis::Client> {
 /// every connect (Redis 7.0 refuses the rule that would allow it).
 /// Checked as `builder_from`'s settings are (a port 0 is no server).
 fn quiet(url: &str) -> Result<ConnectionInfo> {
-    let info = url.into_connection_info().map_err(invalid_url)?;
+    let info = url
+        .into_connection_info()
+        .map_err(|err| unreadable(url, err))?;
     Topology::of_info(&info)?;
     Ok(quiet_info(info))
 }
