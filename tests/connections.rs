@@ -464,3 +464,38 @@ fn pooled_connections_the_server_closed_are_replaced_without_an_error() {
     assert!(killed >= 4, "{killed}");
     calls("after CLIENT KILL");
 }
+
+/// A password rotated at the server while a client runs: once its pooled
+/// connections are gone, a call that needs a new one fails with what the
+/// server said (`Auth`, not retryable), not "no redis connection could be
+/// had in time" (`Connection`, retryable), and within the connect timeout.
+#[test]
+fn a_rotated_password_is_an_auth_error_not_a_retryable_connection_one() {
+    let server = RedisServer::start_with(&["--requirepass", "before"]);
+    let client = timings(Client::builder(&server.url_as("default", "before")))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("rotated");
+    mutex.lock().unwrap().unlock().unwrap();
+    let mut admin = server.conn();
+    let () = redis::cmd("AUTH").arg("before").query(&mut admin).unwrap();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("requirepass")
+        .arg("after")
+        .query(&mut admin)
+        .unwrap();
+    let _: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("normal")
+        .query(&mut admin)
+        .unwrap();
+    let started = Instant::now();
+    let err = mutex.try_lock().unwrap_err();
+    let took = started.elapsed();
+    assert_eq!(err.kind(), ErrorKind::Auth, "{err}");
+    assert!(!err.is_retryable(), "{err}");
+    assert!(took < Duration::from_secs(2), "{took:?}");
+}

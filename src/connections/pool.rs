@@ -17,6 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use parking_lot::Mutex;
 use redis::ConnectionLike;
 
 use crate::connections::config::Config;
@@ -117,9 +118,18 @@ impl Backend {
             // or none of its attempts to open one failed (it was still
             // opening one: a loaded machine, a slow handshake, not an
             // outage).
-            let failed = self.manager.open_failed.load(Ordering::Relaxed);
-            let busy = self.pool.state().connections == self.pool.max_size() || !failed;
-            Error::from_pool(err, busy)
+            let failed = self.manager.open_failed.lock().clone();
+            match failed {
+                // What the server said (credentials refused), unless it
+                // only could not be reached.
+                Some(cause) if !cause.is_connection() => {
+                    cause.during(format_args!("opening a redis connection"))
+                }
+                _ => {
+                    let busy = self.pool.state().connections == self.pool.max_size();
+                    Error::from_pool(err, busy || failed.is_none())
+                }
+            }
         })
     }
 }
@@ -139,9 +149,9 @@ pub(crate) struct Manager {
     /// Set when a cluster call timed out, for the watchdog to read the
     /// slot map again ([`Backend::stalled`]).
     stalled: Arc<AtomicBool>,
-    /// Whether the pool's last attempt to open a connection failed (set
-    /// when one fails, cleared when one succeeds).
-    open_failed: Arc<AtomicBool>,
+    /// The error of the pool's last attempt to open a connection, if it
+    /// failed (set when one fails, cleared when one succeeds).
+    open_failed: Arc<Mutex<Option<Error>>>,
 }
 
 impl Manager {
@@ -253,7 +263,7 @@ impl r2d2::ManageConnection for Manager {
     fn connect(&self) -> Result<Pooled> {
         let born = self.generation.load(Ordering::Relaxed);
         let link = self.open();
-        self.open_failed.store(link.is_err(), Ordering::Relaxed);
+        *self.open_failed.lock() = link.as_ref().err().cloned();
         Ok(Pooled {
             link: link?,
             manager: self.clone(),
