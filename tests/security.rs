@@ -1357,3 +1357,43 @@ fn the_readme_acl_user_runs_every_semaphore_operation_with_nothing_denied() {
     let denials = acl_denials(&mut admin);
     assert!(denials.is_empty(), "the library was denied: {denials:?}");
 }
+
+/// A user that may not publish on its wake channels (a line without
+/// `+publish`, or channels that leave them out) would have each handoff
+/// written and its wake-up refused after it (a script's PUBLISH is checked
+/// as it runs): its release failed with `Permission`, the lock handed over.
+/// The client's start refuses it, naming the command and the channel, and
+/// nothing a subscriber could read was sent.
+#[test]
+fn a_user_that_may_not_publish_its_wake_ups_is_refused_at_start() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    for (password, rule) in [("no-pub", "-publish"), ("no-chan", "resetchannels")] {
+        create_acl_user(&mut admin, password);
+        let () = redis::cmd("ACL")
+            .arg(&["SETUSER", "fairlock", rule, "&fairlock:election:*"])
+            .query(&mut admin)
+            .unwrap();
+        let mut listener = server.conn();
+        let () = redis::cmd("PSUBSCRIBE")
+            .arg("*")
+            .query(&mut listener)
+            .unwrap();
+        listener
+            .set_read_timeout(Some(Duration::from_millis(300)))
+            .unwrap();
+        let err = Client::builder(&server.url_as("fairlock", password))
+            .build()
+            .map(|_| ())
+            .unwrap_err();
+        let said = error_chain(&err);
+        eprintln!("{rule}: {said}");
+        assert_eq!(err.kind(), ErrorKind::Permission, "{rule}: {said}");
+        assert!(
+            said.contains("publish") && said.contains(":wake:"),
+            "{rule}: {said}"
+        );
+        let heard: redis::RedisResult<redis::Value> = listener.recv_response();
+        assert!(heard.is_err(), "{rule}: a message was published: {heard:?}");
+    }
+}

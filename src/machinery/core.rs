@@ -139,6 +139,18 @@ impl Core {
             }
             map => shared.caller.backend.listeners(map),
         };
+        // The scripts publish each wake-up after writing what it tells of,
+        // and Redis checks a script's PUBLISH as it runs: a user that may
+        // not publish on its wake channel would have each handoff written
+        // and its release refused. Found here by publishing on this
+        // client's own channel, which nobody hears yet.
+        let route = shared.caller.scripts.route();
+        let channel = route.wake_channel(&shared.config().wake_prefix(), 0, shared.client_id());
+        let published = route
+            .publish_command(&channel)
+            .query::<redis::Value>(&mut *first);
+        let on = format!("publishing on its wake channel {channel} at {server}");
+        published.map_err(|err| Error::from_redis(err).during(format_args!("{on}")))?;
         for at in &listeners {
             (inner.threads).push(subscriber::spawn(&shared, at.clone(), ready_tx.clone())?);
         }

@@ -65,6 +65,16 @@ impl Route {
         };
         redis::cmd(command).arg(channel).take()
     }
+
+    /// The publication of an empty message (no wake message: a subscriber
+    /// ignores it) on `channel`, as the scripts publish there.
+    pub fn publish_command(self, channel: &str) -> redis::Cmd {
+        let command = match self {
+            Route::Classic => "PUBLISH",
+            Route::Sharded => "SPUBLISH",
+        };
+        redis::cmd(command).arg(channel).arg("").take()
+    }
 }
 
 /// A hash tag of each slot (the shortest decimal number that hashes to
