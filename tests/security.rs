@@ -1221,6 +1221,28 @@ fn the_readme_acl_additions_suffice_on_a_cluster_with_sync_replicas() {
     drop(b);
     let denials = acl_denials_on(&ports);
     assert!(denials.is_empty(), "the library was denied: {denials:?}");
+
+    // Without either sharded pub/sub command (on any node), the start is
+    // refused, naming it: not a wake-up written then refused, nor a call
+    // that waits the command timeout for its slot's subscription.
+    for command in ["spublish", "ssubscribe"] {
+        for port in &ports {
+            let rules = [&format!("-{command}")[..], "+spublish", "+ssubscribe"];
+            let (take, give) = rules.split_at(1);
+            let mut conn = try_conn(*port).unwrap();
+            let () = redis::cmd("ACL")
+                .arg("SETUSER")
+                .arg("fairlock")
+                .arg(give)
+                .arg(take)
+                .query(&mut conn)
+                .unwrap();
+        }
+        let (err, took, chain) = failed_build(builder(), Duration::from_secs(2));
+        eprintln!("without {command}: refused in {took:?}: {chain}");
+        assert_eq!(err.kind(), ErrorKind::Permission, "{chain}");
+        assert!(chain.contains(&format!("'{command}'")), "{chain}");
+    }
 }
 
 #[test]

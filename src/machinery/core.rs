@@ -114,8 +114,9 @@ impl Core {
         // first handoff message could be missed. On a cluster one thread
         // listens on each node; one live subscription is enough to start
         // (every node hears every message), the others keep trying. With
-        // sharded pub/sub a connection is enough: each call has its slot
-        // subscribed before it is sent (`Shared::listen_at`).
+        // sharded pub/sub a connection is enough (at a master, its first
+        // slot subscribed: a refusal of the user is told here): each call
+        // has its slot subscribed before it is sent (`Shared::listen_at`).
         let mut inner = Core {
             shared: Arc::clone(&shared),
             threads: Vec::new(),
@@ -166,6 +167,13 @@ impl Core {
             if ready.is_ok() {
                 // A slow node costs a later fast path, not the start.
                 deadline = deadline.min(Instant::now() + Duration::from_millis(500));
+            } else if ready
+                .as_ref()
+                .is_err_and(|err| err.kind() == ErrorKind::Permission)
+            {
+                // Any node's (ACL rules are per node): it would never wake.
+                outcome = ready;
+                break;
             }
             outcome = outcome.or(ready);
         }

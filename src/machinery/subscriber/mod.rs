@@ -40,7 +40,7 @@ use rustc_hash::FxHashSet;
 
 use crate::connections::slot_map::{Address, SlotMap};
 use crate::connections::steady::{self, is_interrupted};
-use crate::connections::Listen;
+use crate::connections::{subscribe_on, Listen};
 use crate::error::{Error, Result};
 use crate::machinery::observe;
 use crate::machinery::shared::{spawn_named, Shared};
@@ -191,6 +191,9 @@ fn listen_shards(
 ) -> Result<()> {
     let at = Listen::Shards(node.clone());
     let mut conn = shared.caller.backend.connection(&at)?.into_inner();
+    if ready.is_some() {
+        listen_first(shared, node, &mut conn)?;
+    }
     (conn.set_read_timeout(Some(SHARD_READ_TIMEOUT))).map_err(Error::from_redis)?;
     // Its slots, subscribed again, have every waiter poll (`serve_shards`).
     opened(&at, ready, backoff);
@@ -198,6 +201,22 @@ fn listen_shards(
     let served = serve_shards(shared, node, &mut conn, &mut live);
     shared.shards.lost(live);
     served
+}
+
+/// At the client's start, subscribes on `conn` the channel of the first
+/// slot `node` masters, so that a user that may not `SSUBSCRIBE` is
+/// refused then (`Permission`), not by a wait of the command timeout at
+/// each slot's first call. A call of that slot subscribes it again, which
+/// is confirmed again.
+fn listen_first(shared: &Shared, node: &Address, conn: &mut redis::Connection) -> Result<()> {
+    let map = shared.slot_map();
+    let masters = map.as_deref().map(SlotMap::masters).unwrap_or_default();
+    let Some(&(slot, ..)) = masters.iter().find(|(.., master)| *master == node) else {
+        return Ok(());
+    };
+    let prefix = shared.config().wake_prefix();
+    let channel = Route::Sharded.wake_channel(&prefix, slot, shared.client_id());
+    subscribe_on(conn, Route::Sharded, &channel, None)
 }
 
 /// The loop of [`listen_shards`]: subscribes the slots wanted that the
