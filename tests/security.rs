@@ -1436,3 +1436,21 @@ fn a_user_that_may_not_publish_its_wake_ups_is_refused_at_start() {
         assert!(heard.is_err(), "a message was published: {heard:?}");
     }
 }
+
+/// A user without `WAIT` given `sync_replicas`: every write's `WAIT`
+/// rides in the same round trip after its script, so each call would
+/// write (take a lock, hand it over) and then fail with `Permission`, its
+/// hold unknown to the client. The client's start refuses it, naming the
+/// command.
+#[test]
+fn a_user_that_may_not_wait_for_replicas_is_refused_at_start_under_sync_replicas() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "no-wait");
+    let builder = Client::builder(&server.url_as("fairlock", "no-wait"))
+        .sync_replicas(1, Duration::from_millis(100));
+    let (err, _, chain) = failed_build(builder, Duration::from_secs(2));
+    eprintln!("{chain}");
+    assert_eq!(err.kind(), ErrorKind::Permission, "{chain}");
+    assert!(chain.contains("'wait'"), "{chain}");
+}

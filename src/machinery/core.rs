@@ -102,6 +102,17 @@ impl Core {
         let loaded = scripts.find_or_load(&mut *first, backend.is_cluster());
         loaded.map_err(|err| err.during(format_args!("loading fairlock's scripts at {server}")))?;
         let warnings = eviction::check(&mut *first, &server, config.require_noeviction)?;
+        // Under sync_replicas a write's WAIT rides after its script: a user
+        // that may not WAIT would have each call's write made and the call
+        // fail. Found here: `WAIT 0 0` answers at once.
+        if config.sync_replicas.is_some() {
+            let wait = redis::cmd("WAIT")
+                .arg(0)
+                .arg(0)
+                .query::<redis::Value>(&mut *first);
+            let during = |err| Error::from_redis(err).during(format_args!("WAIT at {server}"));
+            wait.map_err(during)?;
+        }
         let shared = Arc::new(Shared::new(Caller {
             config,
             backend,
