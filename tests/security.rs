@@ -9,7 +9,7 @@
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{redact_url, Client, ErrorKind, Guard, Wait, WaitCanceller};
+use fairlock::{redact_url, Client, ErrorKind, Guard, LeaderEvent, Wait, WaitCanceller};
 use fairlock_test_support::cluster::{lock_key, slot_of, RedisCluster};
 use fairlock_test_support::sentinel::SentinelSet;
 use fairlock_test_support::server::try_conn;
@@ -1453,4 +1453,57 @@ fn a_user_that_may_not_wait_for_replicas_is_refused_at_start_under_sync_replicas
     eprintln!("{chain}");
     assert_eq!(err.kind(), ErrorKind::Permission, "{chain}");
     assert!(chain.contains("'wait'"), "{chain}");
+}
+
+/// "A different `key_prefix` needs the same line with that prefix":
+/// docs/security.md's line with `fairlock` made `app` serves a client of
+/// key prefix `app` (a handoff by push message, a semaphore, an election
+/// and its watch) with `ACL LOG` empty.
+#[test]
+fn the_readme_acl_line_with_another_prefix_serves_that_key_prefix() {
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user(&mut admin, "app-pw");
+    let () = redis::cmd("ACL")
+        .arg(&["SETUSER", "fairlock", "resetkeys", "~app:*"][..])
+        .arg(&["resetchannels", "&app:*"][..])
+        .query(&mut admin)
+        .unwrap();
+    let () = redis::cmd("ACL")
+        .arg("LOG")
+        .arg("RESET")
+        .query(&mut admin)
+        .unwrap();
+    let builder = || {
+        Client::builder(&server.url_as("fairlock", "app-pw"))
+            .key_prefix("app")
+            .build()
+            .unwrap()
+    };
+    let (a, b) = (builder(), builder());
+    let m = a.fair_mutex("prefixed");
+    let guard = m.lock().unwrap();
+    let waiter = LockThread::lock(b.fair_mutex("prefixed"));
+    assert!(wait_until(Duration::from_secs(5), || m
+        .queue_len()
+        .unwrap()
+        == 1));
+    guard.unlock().unwrap();
+    waiter.granted_within(Duration::from_secs(2), "the waiter");
+    waiter.release("the waiter");
+    let permit = a.fair_semaphore("prefixed-sem", 2).acquire().unwrap();
+    permit.unlock().unwrap();
+    let mut watch = b.election("prefixed-vote").watch().unwrap();
+    let leader = a.election("prefixed-vote").campaign().unwrap();
+    let seen = watch.next(Duration::from_secs(5)).unwrap();
+    assert!(
+        matches!(&seen, Some(LeaderEvent::Leads(l)) if l.term == leader.term()),
+        "{seen:?}"
+    );
+    leader.unlock().unwrap();
+    drop((a, b, watch));
+    let denials = acl_denials(&mut admin);
+    assert!(denials.is_empty(), "{denials:?}");
+    let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
+    assert!(keys.iter().all(|k| k.starts_with("app:")), "{keys:?}");
 }
