@@ -1507,3 +1507,28 @@ fn the_readme_acl_line_with_another_prefix_serves_that_key_prefix() {
     let keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut admin).unwrap();
     assert!(keys.iter().all(|k| k.starts_with("app:")), "{keys:?}");
 }
+
+/// A user refused `FCALL` but allowed `FUNCTION LOAD` (a line that left
+/// out `+fcall` alone) calls by EVALSHA; after a `SCRIPT FLUSH` its reload
+/// loaded the library, moved its calls to FCALL, and every call after
+/// failed with `Permission`. The reload now loads what the client calls.
+#[test]
+fn a_user_refused_fcall_keeps_calling_by_evalsha_after_a_script_flush() {
+    if script_command() != "FCALL" {
+        eprintln!("skipped: the server has no Functions (every client calls EVALSHA)");
+        return;
+    }
+    let server = RedisServer::start();
+    let mut admin = server.conn();
+    create_acl_user_without(&mut admin, "no-fcall", &["+fcall"]);
+    let client = Client::builder(&server.url_as("fairlock", "no-fcall"))
+        .build()
+        .unwrap();
+    let m = client.fair_mutex("no-fcall");
+    m.lock().unwrap().unlock().unwrap();
+    let () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut admin).unwrap();
+    for call in ["the call that reloads", "the next call"] {
+        let cycle = m.lock().and_then(|guard| guard.unlock());
+        assert!(cycle.is_ok(), "{call}: {cycle:?}");
+    }
+}

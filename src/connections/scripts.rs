@@ -331,7 +331,12 @@ impl Scripts {
         }
         log::info!("fairlock: the server lost its scripts (restart, failover, SCRIPT or FUNCTION FLUSH); loading them again");
         (self.reloaded)();
-        let later = self.load_all(conn)?;
+        // A client that calls by EVALSHA stays there: its user may be
+        // refused FCALL though not FUNCTION LOAD.
+        let later = match self.calls_functions() {
+            true => self.load_all(conn)?,
+            false => self.load_scripts(conn).map(|()| false)?,
+        };
         let by_fcall = !later && self.calls_functions();
         let sent = conn.req_packed_commands(&packed(by_fcall), 0, commands);
         self.functions.fetch_or(later, Ordering::Relaxed);
