@@ -161,8 +161,10 @@ impl Core {
         let published = route
             .publish_command(&channel)
             .query::<redis::Value>(&mut *first);
-        let on = format!("publishing on its wake channel {channel} at {server}");
-        published.map_err(|err| Error::from_redis(err).during(format_args!("{on}")))?;
+        let on = |err| {
+            Error::from_redis(err).during(format_args!("publishing on {channel} at {server}"))
+        };
+        published.map_err(on)?;
         for at in &listeners {
             (inner.threads).push(subscriber::spawn(&shared, at.clone(), ready_tx.clone())?);
         }
