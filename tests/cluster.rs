@@ -2713,4 +2713,61 @@ fn a_forked_childs_lock_call_on_a_cluster_is_refused_at_once() {
         }
     });
     assert_eq!(exited, Some(0), "not refused at once");
+
+/// A node connection the cluster client opens in the middle of a call (its
+/// link to the lock's master broke: here a relay in front of the master,
+/// its announced port, severed it, and holds back the connections made
+/// through it since, as a host that accepts and answers nothing) keeps to
+/// the call's deadline, or to its command timeout without one: its connect
+/// and handshake (`AUTH`, as a user with a password has) waited the whole
+/// connect timeout, once per try of the cluster client's (21 s for a
+/// `try_lock_for(300 ms)`, connect timeout 3 s).
+#[test]
+fn a_node_connection_opened_mid_call_keeps_to_the_call_s_time() {
+    let _serial = serial();
+    let cluster = RedisCluster::start();
+    for port in cluster.ports() {
+        let () = redis::cmd("ACL")
+            .arg(&["SETUSER", "fl", "on", ">pw", "~*", "&*", "+@all"][..])
+            .query(&mut cluster.conn(port))
+            .unwrap();
+    }
+    let per_master = cluster.one_name_per_master("mid-call");
+    let (&master, name) = per_master.iter().next().unwrap();
+    let relay = Relay::start(master);
+    announce_port(&cluster, master, relay.port());
+    await_announced(&cluster, master, relay.port());
+    let timeout = Duration::from_secs(1);
+    let client = Client::builder(&cluster.url().replacen("://", "://fl:pw@", 1))
+        .connect_timeout(Duration::from_secs(3))
+        .command_timeout(timeout)
+        .pool_size(1)
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex(name);
+    mutex.try_lock().unwrap().unwrap().unlock().unwrap();
+    relay.stall_new();
+    relay.cut();
+    relay.heal();
+    let wait = Duration::from_millis(300);
+    let started = Instant::now();
+    let got = mutex.try_lock_for(wait).map(|guard| guard.is_some());
+    let took = started.elapsed();
+    let started = Instant::now();
+    let again = mutex.try_lock().map(|guard| guard.is_some());
+    let took_again = started.elapsed();
+    relay.resume();
+    announce_port(&cluster, master, master);
+    eprintln!(
+        "its master's link broken, new ones held: try_lock_for({wait:?}) {got:?} after \
+         {took:?}; try_lock {again:?} after {took_again:?}"
+    );
+    assert!(
+        took < wait + Duration::from_millis(400),
+        "{took:?}: {got:?}"
+    );
+    assert!(
+        took_again < timeout + Duration::from_millis(400),
+        "{took_again:?}: {again:?}"
+    );
 }

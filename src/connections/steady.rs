@@ -250,13 +250,19 @@ pub(crate) struct Steady {
 }
 
 impl Steady {
-    /// Connects to `client` within `timeout` (`None`: no limit), again if
-    /// a signal cut the connect or its handshake short; no read or write
-    /// timeout set yet ([`Link::set_timeouts`](Link::set_timeouts)).
+    /// Connects to `client` within `timeout` (`None`: no limit), and
+    /// within what is left of the call's time if it has a deadline
+    /// ([`replied_by`]: a node connection the cluster client opens in the
+    /// middle of a call waited the whole connect timeout, once per try),
+    /// again if a signal cut the connect or its handshake short; no read
+    /// or write timeout set yet ([`Link::set_timeouts`](Link::set_timeouts)).
     pub(crate) fn connect_to(
         client: &redis::Client,
         timeout: Option<Duration>,
     ) -> RedisResult<Steady> {
+        let left =
+            (REPLY_BY.get()).map(|by| by.saturating_duration_since(Instant::now()).max(LEAST));
+        let timeout = left.map_or(timeout, |left| Some(timeout.map_or(left, |t| t.min(left))));
         let conn = without_signals(|| {
             again(timeout, |left| match left {
                 Some(left) => client.get_connection_with_timeout(left),
