@@ -1269,12 +1269,40 @@ fn a_master_that_joins_after_the_clients_started_is_listened_on() {
     );
 }
 
+/// This process's TCP sockets whose remote end is `port` on loopback (the
+/// kernel's table, `/proc/net/tcp`, by the inodes of this process's open
+/// files): connections a client keeps to a node.
+fn sockets_to(port: u16) -> usize {
+    let ours: Vec<String> = (std::fs::read_dir("/proc/self/fd").unwrap().flatten())
+        .filter_map(|fd| std::fs::read_link(fd.path()).ok())
+        .filter_map(|link| {
+            let link = link.to_string_lossy().into_owned();
+            link.strip_prefix("socket:[")?
+                .strip_suffix(']')
+                .map(str::to_owned)
+        })
+        .collect();
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let remote = format!("0100007F:{port:04X}");
+    (table.lines().skip(1))
+        .map(|line| line.split_whitespace().collect::<Vec<_>>())
+        .filter(|fields| fields.get(2) == Some(&remote.as_str()))
+        .filter(|fields| {
+            fields
+                .get(9)
+                .is_some_and(|inode| ours.iter().any(|o| o == inode))
+        })
+        .count()
+}
+
 /// A master that left the cluster (scaled in: its slots moved away, then
 /// the node stopped) has its listener thread end: the node is named by
 /// no slot map any more. Before, that thread tried to connect to the
 /// gone address ten times a second for the client's life, and one more
 /// such thread stayed behind per node a long-lived client ever saw
-/// leave (nodes replaced on new addresses over months).
+/// leave (nodes replaced on new addresses over months). Nor does the
+/// client keep any connection to it: the watchdog's own, idle since the
+/// node's slots left, stayed open for the client's life.
 #[test]
 fn the_listener_of_a_master_that_left_the_cluster_ends() {
     let _serial = serial();
@@ -1303,6 +1331,23 @@ fn the_listener_of_a_master_that_left_the_cluster_ends() {
     };
     let there = handoff("the waiter on the joined master");
     assert!(there < Duration::from_secs(1), "{there:?}");
+    // Held until the watchdog renewed it there (lease 5 s, a round every
+    // second): the lease left goes up again.
+    let guard = client.fair_mutex(name).lock().unwrap();
+    let pttl = || -> i64 {
+        let key = lock_key(name);
+        redis::cmd("PTTL")
+            .arg(key)
+            .query(&mut cluster.conn(joined))
+            .unwrap()
+    };
+    let mut least = pttl();
+    assert!(wait_until(Duration::from_secs(5), || {
+        let now = pttl();
+        least = least.min(now);
+        now > least + 200
+    }));
+    guard.unlock().unwrap();
     // Scaled in: the slot and its keys back where they were, the node
     // (kept a master with no slots, not made a replica) stopped.
     let _: redis::RedisResult<()> = redis::cmd("CONFIG")
@@ -1344,6 +1389,8 @@ fn the_listener_of_a_master_that_left_the_cluster_ends() {
         "{tries} connections to a node gone from the cluster in {:?}, and still coming",
         started.elapsed()
     );
+    let kept = sockets_to(joined);
+    assert_eq!(kept, 0, "connections kept to a node gone from the cluster");
 }
 
 #[test]

@@ -195,6 +195,11 @@ fn tick(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>, round: u64) -> bool {
     if shared.caller.backend.stalled() {
         watchdog.map_stale.store(true, Ordering::Relaxed);
     }
+    // No connection is kept to a node the slot map names no more (a master
+    // that left the cluster), as the map reader keeps none.
+    if let Some(map) = shared.slot_map() {
+        (watchdog.conns).retain(|node| node.as_ref().is_none_or(|node| map.nodes().contains(node)));
+    }
     if work.is_empty() && !watchdog.map_stale.load(Ordering::Relaxed) {
         return true;
     }
