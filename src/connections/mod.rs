@@ -175,7 +175,8 @@ impl Backend {
     /// Where subscriber threads listen: one place, or on a cluster every
     /// node (masters and replicas) `map` names, so that a promoted replica
     /// is already listened to, or any seed when the map could not be read
-    /// or names none. Nodes added later are heard through the cluster bus.
+    /// or names none. Nodes added later are heard through the cluster bus
+    /// until a slot map names them (`listen_on_new_nodes`).
     pub(crate) fn listeners(&self, map: Option<&SlotMap>) -> Vec<Listen> {
         let nodes = map.map(SlotMap::nodes).unwrap_or_default();
         match &*self.manager.deployment {

@@ -70,6 +70,7 @@ const MAP_READ_PERIOD: Duration = Duration::from_millis(250);
 pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) {
     let (mut ready, name) = (Some(ready), at.describe());
     let mut backoff = FIRST_BACKOFF;
+    let mut map_read = Instant::now();
     while !shared.is_stopping() {
         let listened = match at {
             Listen::Shards(node) => listen_shards(shared, node, &mut ready, &mut backoff),
@@ -78,7 +79,13 @@ pub(crate) fn run(shared: &Arc<Shared>, at: &Listen, ready: Sender<Result<()>>) 
         let Err(err) = listened else {
             return;
         };
-        if let Listen::Shards(node) = at {
+        if let Listen::Shards(node) | Listen::Node(node) = at {
+            // A classic listener reads the map itself (no shard listener
+            // does), once a period at most.
+            if matches!(at, Listen::Node(_)) && map_read.elapsed() >= MAP_READ_PERIOD {
+                map_read = Instant::now();
+                let _ = shared.refresh_slot_map(None, None);
+            }
             if shared.shards.left(node, shared.slot_map().as_deref()) {
                 log::info!("fairlock: {name} left the cluster, no longer listened on: {err}");
                 return;
@@ -300,7 +307,7 @@ pub(crate) fn spawn(
     at: Listen,
     ready: Sender<Result<()>>,
 ) -> Result<JoinHandle<()>> {
-    if let Listen::Shards(node) = &at {
+    if let Listen::Shards(node) | Listen::Node(node) = &at {
         shared.shards.needs_listener(node);
     }
     spawn_named("fairlock-subscriber", shared, move |shared| {
@@ -322,7 +329,11 @@ pub(crate) fn listen_on_new_nodes(shared: &Arc<Shared>, map: &SlotMap) {
         // Nobody waits for its first subscription: the calls of its slots
         // wait for their own (`Shards::listen`).
         let (ready, _) = std::sync::mpsc::channel();
-        match spawn(shared, Listen::Shards(node.clone()), ready) {
+        let at = match shared.caller.scripts.route() {
+            Route::Sharded => Listen::Shards(node.clone()),
+            Route::Classic => Listen::Node(node.clone()),
+        };
+        match spawn(shared, at, ready) {
             Ok(thread) => shared.shards.keep_thread(thread),
             Err(err) => {
                 log::warn!("fairlock: no listener for {node:?} yet: {err}");

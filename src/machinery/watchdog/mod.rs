@@ -34,7 +34,6 @@ use crate::connections::own_conns::OwnConns;
 use crate::connections::slot_map::Address;
 use crate::connections::OwnConn;
 use crate::machinery::shared::{spawn_named, Shared, Work};
-use crate::protocol::Route;
 
 /// Rounds between two readings of the cluster's slot map, besides the ones
 /// an error asks for.
@@ -260,11 +259,10 @@ fn refresh_slot_map(shared: &Arc<Shared>, watchdog: &Arc<Watchdog>) {
     let spawned = spawn_named("fairlock-renew", shared, move |worker| {
         match worker.refresh_slot_map(None, None) {
             // A master new to the client (a replica promoted by the failover
-            // of one that stopped, which said no `sunsubscribe`) is listened on.
-            Ok(Some(map)) if worker.caller.scripts.route() == Route::Sharded => {
-                crate::machinery::subscriber::listen_on_new_nodes(worker, &map);
-            }
-            Ok(_) => {}
+            // of one that stopped, which said no `sunsubscribe`; a node back
+            // in the cluster) is listened on.
+            Ok(Some(map)) => crate::machinery::subscriber::listen_on_new_nodes(worker, &map),
+            Ok(None) => {}
             Err(err) => {
                 log::debug!("fairlock: cannot read the slot map: {err}");
                 own.map_stale.store(true, Ordering::Relaxed);
