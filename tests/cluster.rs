@@ -2786,6 +2786,7 @@ fn a_forked_childs_lock_call_on_a_cluster_is_refused_at_once() {
         }
     });
     assert_eq!(exited, Some(0), "not refused at once");
+}
 
 /// A node connection the cluster client opens in the middle of a call (its
 /// link to the lock's master broke: here a relay in front of the master,
