@@ -263,8 +263,10 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// Starts watching the election: opens a connection of the watch's
     /// own, subscribed to the election's channel, from which
     /// [`LeaderWatch::next`] learns of each change without polling Redis
-    /// in a loop. On Redis Cluster it listens on a seed node (every node
-    /// hears every message); behind Sentinel, on the master.
+    /// in a loop. On a Redis Cluster of 7.0 or later (or Valkey) it
+    /// listens at the master of the election's slot, by sharded pub/sub,
+    /// and again there after a move; on an older cluster on a seed node
+    /// (every node hears every message); behind Sentinel, on the master.
     ///
     /// # Errors
     /// [`ErrorKind::InvalidName`](crate::ErrorKind::InvalidName) for a bad
