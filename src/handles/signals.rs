@@ -30,9 +30,11 @@ use crate::machinery::holds::{Hold, LeaseEnd, Revocation};
 ///   which comes before Redis can free the lock (the lease counts from when
 ///   the confirming request was sent, less the
 ///   [clock-drift allowance](crate::ClientBuilder::clock_drift));
-/// - a lock Redis says is no longer this hold's (force-unlocked, expired
-///   while the process was paused): at the watchdog's next round, within
-///   a third of `min(lease, waiter_timeout)`; for a fixed lease, at its end.
+/// - a force unlock: at once, by a message to the holder's client;
+/// - a lock Redis says is no longer this hold's (expired while the
+///   process was paused, or force-unlocked with that message lost): at
+///   the watchdog's next round, within a third of `min(lease,
+///   waiter_timeout)`; for a fixed lease, at its end.
 ///
 /// ```no_run
 /// use std::time::Duration;
