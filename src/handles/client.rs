@@ -774,11 +774,14 @@ impl ClientBuilder {
     }
 
     /// How long a lock's fence key, which keeps its last fencing token,
-    /// outlives its last write (a take or a release). Tokens are the larger of
-    /// the last one + 1 and the server clock in microseconds, so once the fence
-    /// is gone the clock alone keeps them increasing; the fence covers a server
-    /// clock that steps back (or a failover to a server whose clock is behind)
-    /// by less than this. Each name locked in the last `fence_life` keeps one
+    /// outlives its last write (a take or a release). While it keeps the last
+    /// token, the next is that + 1 (a step that reads the server clock
+    /// anyway, such as a handoff, takes the larger of that and the clock in
+    /// microseconds); once it is gone, the server clock in microseconds. So
+    /// no token is above the clock when it was issued, and without the fence
+    /// the clock alone keeps them increasing; the fence covers a server clock
+    /// that steps back (or a failover to a server whose clock is behind) by
+    /// less than this. Each name locked in the last `fence_life` keeps one
     /// small key (about 244 bytes, as measured in BENCHMARKS.md: some 41 MB for
     /// a million distinct names an hour at the default). Defaults to
     /// [`DEFAULT_FENCE_LIFE`](crate::DEFAULT_FENCE_LIFE) (10 minutes); from
