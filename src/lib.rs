@@ -87,9 +87,12 @@
 //!
 //! ## Knowing when a hold ends: the lease signal and the maximum hold
 //! Each guard gives a [`LeaseSignal`] another thread blocks on: it fires
-//! with [`LeaseEnd::Lost`] the moment the lease is gone (a partition, a
-//! stalled server, a paused process, a [`force_unlock`](FairMutex::force_unlock)),
-//! before any other client can take the lock. A handle made
+//! with [`LeaseEnd::Lost`] the moment the lease is gone: for a holder cut
+//! off from Redis (a partition, a stalled server), at its own end of the
+//! lease, before any other client can take the lock; for a
+//! [`force_unlock`](FairMutex::force_unlock), which hands the lock on in
+//! the same step, at once, by a message to the holder's client. A
+//! paused process learns it only once it runs again. A handle made
 //! [`with_max_hold`](FairMutex::with_max_hold) is renewed for at most that
 //! long, even if its thread hangs: the signal says [`LeaseEnd::MaxHold`]
 //! and the lock passes on when the lease ends. [`with_fixed_lease`](FairMutex::with_fixed_lease)
