@@ -180,9 +180,10 @@ fn fifo_reentry_and_fencing_hold_on_every_master() {
 
 /// An election of `name`, whose keys live on `master`: `a` campaigns,
 /// `b` queues behind it, `a` resigns and `b` leads at once, then resigns
-/// with nobody waiting; a watch of `b`'s client (subscribed on a seed
-/// node, which hears every master's messages over the cluster bus) sees
-/// nobody, each leader and the vacancy, in order.
+/// with nobody waiting; a watch of `b`'s client (subscribed at the slot's
+/// master on a cluster with sharded pub/sub, else on a node that hears
+/// every master's messages over the cluster bus) sees nobody, each leader
+/// and the vacancy, in order.
 fn election_hands_over_and_is_watched(a: &Client, b: &Client, name: &str, master: &u16) {
     let wait = Duration::from_secs(5);
     let mut watch = b.election(name).watch().unwrap();
