@@ -13,7 +13,9 @@ use std::sync::mpsc;
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, ErrorKind, FairMutex};
+use fairlock::__test_support::{Op, Script};
+use fairlock::{Client, ErrorKind, FairMutex, LockKind};
+use fairlock_test_support::fake_queue::{ScriptedLock, DEADLINE_BASE};
 use fairlock_test_support::roles::holder::{
     LEASE_MS as CHILD_LEASE_MS, LOCKED as CHILD_LOCKED, NAME as CHILD_NAME, URL as CHILD_URL,
 };
@@ -886,4 +888,72 @@ fn a_forked_childs_copy_of_a_leader_watch_is_refused_and_reads_nothing() {
         matches!(event, Some(fairlock::LeaderEvent::Leads(_))),
         "{event:?}"
     );
+}
+
+/// A crashed client's waiters lose their place (docs/guarantees.md, "dead
+/// waiters": within the waiter timeout) however many it had: a live
+/// waiter queued behind 200 dead entries (written by the acquire script,
+/// their liveness deadlines long past, as a client killed with 200 waiting
+/// threads leaves them) heads the queue, and takes an expired fixed lease
+/// as promptly as a head with nobody dead ahead of it (the test above).
+/// Its client's watchdog period is 1 s (lease and waiter timeout 3 s), its
+/// rounds about 1 s and 2 s after the hold began (the client is built
+/// then), so the lease ends between two of them. Before, a heartbeat
+/// dropped 16 dead entries, so the waiter never heard position 0, and held
+/// only at the round after the lease ended: 512-519 ms late in three runs.
+#[test]
+fn a_waiter_behind_many_dead_ones_takes_an_expired_fixed_lease_promptly() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let name = "behind-the-dead";
+    let lease = Duration::from_millis(1500);
+    let holder_mutex = server.client().fair_mutex(name);
+    let holder = holder_mutex.with_fixed_lease(lease).lock().unwrap();
+    let holder_acquired = Instant::now();
+    let scripted = ScriptedLock::new(&server, name);
+    let mut conn = server.conn();
+    // (enqueue pipelines EVALSHA: the script loaded first.)
+    let acquire = Script::of(LockKind::Mutex, Op::Acquire).source();
+    redis::cmd("SCRIPT")
+        .arg("LOAD")
+        .arg(acquire)
+        .query::<String>(&mut conn)
+        .unwrap();
+    scripted.enqueue(&mut conn, 200);
+    let queue = &scripted.keys[1];
+    let deadlines: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg(queue)
+        .arg(DEADLINE_BASE)
+        .arg("+inf")
+        .query(&mut conn)
+        .unwrap();
+    let mut dead = redis::cmd("ZADD");
+    dead.arg(queue).arg("XX");
+    for deadline in &deadlines {
+        dead.arg(DEADLINE_BASE + 1).arg(deadline);
+    }
+    dead.query::<()>(&mut conn).unwrap();
+    let waiter_client = server
+        .builder()
+        .lease(Duration::from_secs(3))
+        .waiter_timeout(Duration::from_secs(3))
+        .build()
+        .unwrap();
+    let waiter = Waiter::spawn(waiter_client.fair_mutex(name));
+    assert!(queue_len_reaches(&holder_mutex, 1, Duration::from_secs(2)));
+    let (granted, token) = waiter.granted_within(Duration::from_secs(5), "the waiter");
+    let late = signed_ms(holder_acquired + lease, granted);
+    eprintln!(
+        "fixed lease {lease:?} ran out -> the waiter behind 200 dead ones held after {late:.1} ms"
+    );
+    assert!(token > holder.fencing_token());
+    assert!(
+        (-50.0..300.0).contains(&late),
+        "takeover after expiry took {late:.1} ms"
+    );
+    assert_eq!(
+        holder.unlock().map_err(|e| e.kind()),
+        Err(ErrorKind::LeaseLost)
+    );
+    waiter.release("the waiter");
 }

@@ -88,7 +88,7 @@ local function forget(entry)
 end
 
 -- Drops up to 16 entries whose client stopped renewing them, in one ZREM
--- (O(log N) each).
+-- (O(log N) each); returns how many it dropped.
 local function prune(now_ms)
   local dead = emptied('ZRANGEBYSCORE', QUEUE, DEADLINE_BASE_TEXT,
     '(' .. deadline_score(now_ms), 'LIMIT', '0', '16') or {}
@@ -100,6 +100,7 @@ local function prune(now_ms)
     end
     redis.call('ZREM', QUEUE, unpack(members))
   end
+  return #dead
 end
 
 -- The first queued entry that is still alive, its liveness deadline and

@@ -20,7 +20,8 @@
 -- must not stretch a fixed lease taken since, or a maximum hold.
 -- An election's script also says on the election's channel who it handed
 -- the lock to (lib/mutex.lua: ANNOUNCE).
--- Cost: O(k log N) for k waiters of this client.
+-- Cost: O(k log N) for k waiters of this client (amortised over dropped
+-- dead waiters).
 
 local waiter_timeout = whole_arg(ARGV[3], 'waiter timeout')
 for i = 4, #ARGV do
@@ -30,9 +31,15 @@ local now_us, now_ms = server_time()
 -- The lock key first: another format's lock stops the script before the
 -- prune writes its queue (docs/compatibility.md).
 local token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
-prune(now_ms)
+local pruned = prune(now_ms)
 if not holder and hand_over(now_us, now_ms, token, mark) then
   token, holder, calls, mark, fence, left = read_lock(redis.call('GET', LOCK))
+elseif holder and pruned == 16 then
+  -- More dead entries than a prune drops (a client gone with many
+  -- waiters): those ahead of the first live one go too, as a handoff
+  -- drops them, so that a live head hears position 0 and claims the
+  -- lease as it runs out.
+  live_head(now_ms, split_entry)
 end
 
 local out = { 0, tonumber(token) }
