@@ -1916,3 +1916,37 @@ fn a_watchdog_round_whose_wait_is_refused_says_what_redis_said() {
     allow("+wait");
     drop(guard);
 }
+
+/// docs/guarantees.md, "keys": once a hold is released, no key of its lock
+/// lives longer than the lease the hold had left plus the fence life,
+/// whichever kind (a release keeps the TTL the key had, rather than write
+/// a new one, while that is at most two fence lives). The documented
+/// bound said a fence life alone (600 s): the reader-writer lock's meta
+/// lived 602.0 s, a mutex's key 601.95 s.
+#[test]
+fn a_released_locks_keys_live_no_longer_than_its_lease_and_the_fence_life() {
+    let server = RedisServer::start();
+    // (The test client's lease: 2 s.)
+    let lease = Duration::from_secs(2);
+    let client = server.client();
+    client.fair_mutex("m").lock().unwrap().unlock().unwrap();
+    client
+        .fair_semaphore("s", 2)
+        .acquire()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    client.fair_rwlock("r").write().unwrap().unlock().unwrap();
+    client.fair_rwlock("r").read().unwrap().unlock().unwrap();
+    client.election("e").campaign().unwrap().unlock().unwrap();
+    let bound = (lease + fairlock::DEFAULT_FENCE_LIFE).as_millis() as i64;
+    let mut conn = server.conn();
+    let keys = keys_and_ttls(&mut conn);
+    assert!(keys.len() >= 5, "{keys:?}");
+    for (key, ttl) in keys {
+        assert!(
+            (1..=bound).contains(&ttl),
+            "{key} lives {ttl} ms, not at most {bound} ms"
+        );
+    }
+}
