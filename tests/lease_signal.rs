@@ -202,10 +202,11 @@ fn lost_with_a_restart(lease: LeasePolicy, loading: bool) {
 /// the watchdog's check that follows it): each unlock finds the lock's key
 /// gone, and says that redis lost the hold, not that its lease ran out
 /// there or a force release freed it (neither leaves the key gone while
-/// this client still counts the lease).
+/// this client still counts the lease), as its lease lost's warning does.
 #[test]
 fn an_unlock_right_after_an_empty_restart_says_redis_lost_the_hold() {
     let _serial = serial();
+    crate::semaphore::warnings("");
     let mut server = RedisServer::start();
     let client = watchdog_every_10s(&server).build().unwrap();
     let mut holds = Vec::new();
@@ -223,6 +224,12 @@ fn an_unlock_right_after_an_empty_restart_says_redis_lost_the_hold() {
         eprintln!("{kind:?}: {err}");
         assert_eq!(err.kind(), ErrorKind::LeaseLost, "{kind:?}: {err}");
         assert!(err.to_string().contains("redis lost it"), "{kind:?}: {err}");
+        let said = crate::semaphore::warnings(&format!("unlocked-after-restart-{kind:?}\""));
+        assert_eq!(said.len(), 1, "{kind:?}: {said:?}");
+        assert!(
+            said[0].contains("lease lost") && said[0].contains("redis lost it"),
+            "{said:?}"
+        );
     }
 }
 

@@ -476,3 +476,27 @@ fn a_shard_subscribers_reconnect_is_counted() {
         "no reconnect counted"
     );
 }
+
+/// A hold that Redis lost while its client still counted it (its key
+/// deleted: a flush, an eviction, a restart without its data), found so
+/// by its own unlock before the watchdog looked: the unlock says
+/// `LeaseLost`, and the loss is counted, once.
+#[test]
+fn a_lease_lost_that_only_the_unlock_finds_is_counted() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    snapshotter();
+    // A watchdog round every 10 s: the unlock is first to look.
+    let client = (server.builder())
+        .metrics_lock_names(true)
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("m-unlocked-gone").lock().unwrap();
+    let () = redis::cmd("FLUSHALL").query(&mut server.conn()).unwrap();
+    let err = guard.unlock().expect_err("gone");
+    assert_eq!(err.kind(), fairlock::ErrorKind::LeaseLost, "{err}");
+    let lost = Of::now("m-unlocked-gone").counter("fairlock_leases_lost_total", &[]);
+    assert_eq!(lost, 1, "the loss the unlock found was not counted");
+}

@@ -403,11 +403,15 @@ impl Hold {
     /// Marks the hold lost (`why`, when nothing told this client else) and
     /// returns the error of `call` (a guard's) finding it gone: why it was
     /// lost as far as this client knows, and whether it had been revoked
-    /// before.
+    /// before. Its release that found it gone leaves it `Released` (no
+    /// loss was known before), its loss reported all the same.
     pub(crate) fn lost(&self, call: &Call, why: &'static str) -> Error {
         self.mark_lost(why);
-        let state = self.settled(Instant::now());
-        let why = state.lost.map_or(why, |(_, why)| why);
+        let mut state = self.settled(Instant::now());
+        let (_, why) = *state.lost.get_or_insert_with(|| {
+            self.report_lost(why);
+            (Instant::now(), why)
+        });
         let why = if state.revoked {
             format!("{why}; it had been revoked (asked to let go) before")
         } else {
