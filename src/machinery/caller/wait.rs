@@ -175,17 +175,19 @@ impl Wait {
 
     /// When a call with this wait gives up at the latest: its deadline,
     /// passed or not, or now once its canceller is cancelled (a cancel is
-    /// the deadline come early); `None` when it has neither (a timeout past
-    /// what an Instant holds is no limit).
+    /// the deadline come early); `None` when it has neither (a deadline
+    /// within [`NO_LIMIT_WITHIN`] of the last an Instant holds, or a
+    /// timeout past it, is no limit).
     pub(crate) fn ends_by(&self) -> Option<Instant> {
         if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
             return Some(Instant::now());
         }
-        match self.limit {
+        let end = match self.limit {
             Limit::Until(deadline) => Some(deadline),
             Limit::For(timeout) => Instant::now().checked_add(timeout),
             Limit::Forever | Limit::NotAtAll => None,
-        }
+        };
+        end.filter(|end| end.checked_add(NO_LIMIT_WITHIN).is_some())
     }
 
     /// The same wait with its duration turned into a deadline from now, so
@@ -203,6 +205,11 @@ impl Wait {
         }
     }
 }
+
+/// How far a deadline must be from the last instant an `Instant` holds to
+/// be one: the graces added to a deadline (a reply's, a leave's) overflowed
+/// a deadline closer to it (a panic).
+const NO_LIMIT_WITHIN: Duration = Duration::from_secs(365 * 24 * 3600);
 
 /// A wait that cannot wait at all: the call makes one attempt that never
 /// queues.
