@@ -170,7 +170,7 @@ impl<O: Ownership> FairLock<kind::Election, O> {
     /// let client = fairlock::Client::open("redis://127.0.0.1:6379")?;
     /// let election = client.election("scheduler").with_value("node-2");
     /// let cancel = fairlock::WaitCanceller::new();
-    /// let stopper = cancel.clone(); // e.g. to a shutdown handler
+    /// let stopper = cancel.clone(); // e.g. to the thread that waits for SIGTERM
     /// # drop(stopper);
     /// if let Some(leadership) = election.campaign_with(Wait::forever().cancelled_by(&cancel))? {
     ///     leadership.unlock()?;

@@ -23,7 +23,11 @@ use crate::machinery::caller::waiters::Waiter;
 /// the lock until a shutdown checks [`is_cancelled`](Self::is_cancelled)
 /// (below), as one that stops only on `None` goes on taking a lock nobody
 /// else asks for. One canceller may end many waits, on any primitives, at
-/// once. Cheap to clone; `Send + Sync`.
+/// once. Cheap to clone; `Send + Sync`. Not async-signal-safe, as nothing
+/// in fairlock is: call `cancel` on a thread that receives the signal
+/// (signal-hook's `Signals` iterator, `sigwait`), never inside a signal
+/// handler, where it deadlocks a thread the signal interrupted while that
+/// thread held the canceller (`is_cancelled`, a wait starting).
 ///
 /// ```no_run
 /// # fn main() -> fairlock::Result<()> {
@@ -43,7 +47,7 @@ use crate::machinery::caller::waiters::Waiter;
 ///         Ok(())
 ///     })
 /// };
-/// shutdown.cancel(); // e.g. from a SIGTERM handler
+/// shutdown.cancel(); // e.g. on SIGTERM, from the thread that waits for it
 /// worker.join().expect("worker")?;
 /// # Ok(()) }
 /// ```
