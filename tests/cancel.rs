@@ -596,38 +596,3 @@ fn waits_cancelled_before_the_lock_is_handed_over_all_return_none() {
         }));
     }
 }
-
-/// The farthest deadline an `Instant` holds is no limit, as a duration
-/// too long for one is: the wait waits for the lock (released here 200 ms
-/// later), by `until` and by `at_most`, on one lock and on a set. Adding a
-/// reply's 50 ms grace to it overflowed the `Instant`, a panic, before the
-/// first request went out.
-#[test]
-fn the_farthest_deadline_an_instant_holds_waits_for_the_lock() {
-    let server = RedisServer::start();
-    let (holder, waiter) = (server.client(), server.client());
-    // The last millisecond an Instant holds, found by halving.
-    let (mut far, mut step) = (Instant::now(), Duration::from_secs(u64::MAX / 2));
-    while step >= Duration::from_millis(1) {
-        far = far.checked_add(step).unwrap_or(far);
-        step /= 2;
-    }
-    let waits = [
-        Wait::until(far),
-        Wait::at_most(far.duration_since(Instant::now())),
-    ];
-    for wait in waits {
-        let held = holder.fair_mutex("farthest").unbound().lock().unwrap();
-        let release = std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(200));
-            held.unlock().unwrap();
-        });
-        let mutex = waiter.fair_mutex("farthest").lock_with(wait.clone());
-        mutex.unwrap().expect("waited").unlock().unwrap();
-        release.join().unwrap();
-        let set = waiter
-            .fair_multi_lock(["farthest", "farthest:b"])
-            .lock_with(wait);
-        set.unwrap().expect("free").unlock().unwrap();
-    }
-}

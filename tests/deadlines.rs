@@ -987,3 +987,44 @@ fn a_try_upgrade_and_a_downgrade_of_holds_counted_lost_keep_to_a_command_timeout
     }
     server.start_again();
 }
+
+/// The farthest deadline an `Instant` holds is no limit, as a duration
+/// too long for one is, for every wait that takes one: a lock's (by
+/// `Wait::until` and `Wait::at_most`, on one lock and on a set) waits for
+/// the lock, released here 200 ms later; an election watch's first `next`
+/// says the state at once, and a lease signal's wait returns at the
+/// release. Adding a reply's 50 ms grace to such a deadline overflowed the
+/// `Instant`: a panic before the first request went out.
+#[test]
+fn the_farthest_deadline_an_instant_holds_is_no_limit() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (server.client(), server.client());
+    // The last millisecond an Instant holds, found by halving.
+    let (mut far, mut step) = (Instant::now(), Duration::from_secs(u64::MAX / 2));
+    while step >= Duration::from_millis(1) {
+        far = far.checked_add(step).unwrap_or(far);
+        step /= 2;
+    }
+    let farthest = || far.duration_since(Instant::now());
+    for wait in [
+        fairlock::Wait::until(far),
+        fairlock::Wait::at_most(farthest()),
+    ] {
+        let held = holder.fair_mutex("farthest").unbound().lock().unwrap();
+        let signal = held.lease_signal();
+        let release = thread::spawn(move || {
+            thread::sleep(Duration::from_millis(200));
+            held.unlock().unwrap();
+        });
+        let mutex = waiter.fair_mutex("farthest").lock_with(wait.clone());
+        mutex.unwrap().expect("waited").unlock().unwrap();
+        assert!(signal.wait_timeout(farthest()).is_some());
+        release.join().unwrap();
+        let set = waiter
+            .fair_multi_lock(["farthest", "farthest:b"])
+            .lock_with(wait);
+        set.unwrap().expect("free").unlock().unwrap();
+    }
+    let mut watch = waiter.election("farthest").watch().unwrap();
+    assert!(watch.next(farthest()).unwrap().is_some(), "the state now");
+}

@@ -577,7 +577,9 @@ impl LeaderWatch {
     /// ```
     pub fn next(&mut self, timeout: Duration) -> Result<Option<LeaderEvent>> {
         let started = Instant::now();
-        let deadline = started.checked_add(timeout);
+        // As a lock's wait counts it (a timeout that ends too near the
+        // last Instant is none).
+        let deadline = Wait::at_most(timeout).ends_by();
         let every = self.election.core().config().lease.min(timeout);
         self.next_read = self.next_read.min(started + every);
         // Not answered by the timeout (a stalled or slow server; the
