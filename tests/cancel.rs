@@ -3,9 +3,11 @@
 
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, Wait, WaitCanceller};
+use fairlock::{Client, Unbound, Wait, WaitCanceller};
 use fairlock_test_support::relay::Relay;
-use fairlock_test_support::{join_within, ms, pause_clients, wait_until, RedisServer};
+use fairlock_test_support::{
+    join_within, ms, pause_clients, take, wait_until, Kind, LeasePolicy, RedisServer,
+};
 
 #[test]
 fn a_cancelled_wait_leaves_the_queue_at_once_and_keeps_its_place_until_then() {
@@ -594,5 +596,48 @@ fn waits_cancelled_before_the_lock_is_handed_over_all_return_none() {
             let status = mutex.status(1).unwrap();
             status.holder_count == 0 && status.queue_len == 0
         }));
+    }
+}
+
+/// For each kind whose hold excludes others (a mutex, a one-permit
+/// semaphore, a rwlock's write), a cancel that races the handoff: the
+/// waiter's canceller is cancelled from 0 to 1.5 ms after the holder's
+/// release, so that it lands before the release, while its handoff is in
+/// flight, as the grant arrives, and after. Each wait returns the lock or
+/// `None`, and either way nothing is left: the lock is free with nobody
+/// queued once a returned guard is released.
+#[test]
+fn a_cancel_racing_the_handoff_leaves_the_lock_held_by_the_returned_guard_or_free() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (server.client(), server.client());
+    for kind in Kind::EXCLUSIVE {
+        for round in 0..16u64 {
+            let name = format!("racing-{kind:?}-{round}");
+            let held = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, Wait::forever());
+            let held = held.unwrap().expect("free");
+            let cancel = WaitCanceller::new();
+            let (c, w, n) = (cancel.clone(), waiter.clone(), name.clone());
+            let waiting = std::thread::spawn(move || {
+                let wait = Wait::forever().cancelled_by(&c);
+                take::<Unbound>(&w, kind, &n, LeasePolicy::Client, wait)
+            });
+            let kind_name = kind.lock_kind();
+            let queued = || holder.status(kind_name, &name, 1).unwrap().queue_len == 1;
+            assert!(wait_until(Duration::from_secs(5), queued));
+            held.unlock().unwrap();
+            let spin = Instant::now() + Duration::from_micros(round * 100);
+            while Instant::now() < spin {}
+            cancel.cancel();
+            let got = join_within(waiting, Duration::from_secs(5), "a cancelled wait").unwrap();
+            if let Some(guard) = got {
+                guard.unlock().unwrap();
+            }
+            let status = holder.status(kind_name, &name, 1).unwrap();
+            assert_eq!(
+                (status.holder_count, status.queue_len),
+                (0, 0),
+                "{kind:?} round {round}: left behind"
+            );
+        }
     }
 }
