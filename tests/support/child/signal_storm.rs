@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::SeqCst};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use fairlock::{Client, LockKind};
+use fairlock::{Client, LockKind, Wait, WaitCanceller};
 use fairlock_test_support::SignalStorm;
 
 use crate::roles::signals::{builder, DURATION_MS, PERIOD_US, URL};
@@ -109,6 +109,12 @@ fn every_kind_of_call(client: &Client, tally: &Tally) {
     if let Some(guard) = tally.note("contended lock", contended.lock()) {
         tally.note("contended unlock", guard.unlock());
     }
+    // A wait that ends without the lock (the contender holds it, or the
+    // wait's end comes first) and leaves the queue.
+    let short = Wait::at_most(Duration::from_millis(2)).cancelled_by(&WaitCanceller::new());
+    if let Some(Some(guard)) = tally.note("contended lock_with", contended.lock_with(short)) {
+        tally.note("contended lock_with unlock", guard.unlock());
+    }
     let semaphore = client.fair_semaphore("storm:semaphore", 3);
     if let Some(permit) = tally.note("acquire_many", semaphore.acquire_many(2)) {
         tally.note("release", permit.unlock());
@@ -128,6 +134,11 @@ fn every_kind_of_call(client: &Client, tally: &Tally) {
     if let Some(Some(leadership)) = tally.note("try_campaign", election.try_campaign()) {
         tally.note("leader", election.leader());
         tally.note("resign", leadership.unlock());
+    }
+    // A watch's subscription on a connection of its own, and its reads.
+    if let Some(mut watch) = tally.note("watch", election.watch()) {
+        tally.note("watch next", watch.next(Duration::from_millis(2)));
+        tally.note("watch next", watch.next(Duration::from_millis(2)));
     }
     let multi = client.fair_multi_lock(["storm:a", "storm:b"]);
     if let Some(guard) = tally.note("multi lock", multi.lock()) {
