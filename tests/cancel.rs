@@ -641,3 +641,40 @@ fn a_cancel_racing_the_handoff_leaves_the_lock_held_by_the_returned_guard_or_fre
         }
     }
 }
+
+/// A cancel with the wait's first request in flight (here held at Redis by
+/// a pause of writes longer than the 1 s command timeout): as a deadline
+/// that passes then, it fails the call when that request does
+/// (`Connection`, "no reply within"), since nothing is known of the lock,
+/// not `Ok(None)` as `WaitCanceller`'s doc said of every cancel; and once
+/// Redis runs the request, the client abandons what it queued or took.
+#[test]
+fn a_cancel_with_the_first_request_in_flight_fails_when_that_request_does() {
+    let server = RedisServer::start();
+    let client = (server.builder())
+        .command_timeout(Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let mutex = client.fair_mutex("first-in-flight");
+    let cancel = WaitCanceller::new();
+    let (c, m) = (cancel.clone(), mutex.clone());
+    let mut conn = server.conn();
+    pause_clients(&mut conn, "WRITE", Duration::from_millis(1500));
+    let started = Instant::now();
+    let waiting = std::thread::spawn(move || {
+        m.lock_with(Wait::forever().cancelled_by(&c))
+            .map(|guard| guard.is_some())
+    });
+    assert!(wait_until(Duration::from_secs(1), || postponed(&mut conn)));
+    cancel.cancel();
+    let err = join_within(waiting, Duration::from_secs(3), "a cancelled wait")
+        .map(|_| ())
+        .expect_err("the first request had no reply");
+    assert_eq!(err.kind(), fairlock::ErrorKind::Connection, "{err}");
+    let took = started.elapsed();
+    assert!(took < Duration::from_millis(1400), "{took:?}: {err}");
+    assert!(wait_until(Duration::from_secs(5), || {
+        let status = mutex.status(1).unwrap();
+        status.holder_count == 0 && status.queue_len == 0
+    }));
+}

@@ -16,7 +16,10 @@ use crate::machinery::caller::waiters::Waiter;
 /// handed over to it in that instant goes on to the next waiter): at once from
 /// its sleep, and once its request is over when one is in flight (a poll
 /// that a stalled server holds fails at the command timeout; a lock that
-/// request took is given back). Cancelling is
+/// request took is given back). A first request with no reply fails the
+/// call then (`Connection`), as it does a wait whose deadline passed
+/// meanwhile: nothing is known of the lock, and what the request queued or
+/// took is given back once Redis answers. Cancelling is
 /// final: a later wait with the same canceller does not wait, it only
 /// takes the lock if that needs no waiting, as
 /// [`FairMutex::try_lock`](crate::FairMutex::try_lock): a loop that takes
