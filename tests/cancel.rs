@@ -678,3 +678,36 @@ fn a_cancel_with_the_first_request_in_flight_fails_when_that_request_does() {
         status.holder_count == 0 && status.queue_len == 0
     }));
 }
+
+/// A wait given two cancellers (a caller's shutdown, and one of its own
+/// that a library function adds) is ended by either, as
+/// `Wait::cancelled_by` says ("the same wait, also ended by"): here the
+/// first one given ends it, then the second on another wait. The second
+/// canceller replaced the first, which no longer ended the wait.
+#[test]
+fn a_wait_given_two_cancellers_is_ended_by_either() {
+    let server = RedisServer::start();
+    let (holder, waiter) = (server.client(), server.client());
+    let held = holder.fair_mutex("two-cancellers").lock().unwrap();
+    for first in [true, false] {
+        let (a, b) = (WaitCanceller::new(), WaitCanceller::new());
+        let wait = Wait::forever().cancelled_by(&a).cancelled_by(&b);
+        let m = waiter.fair_mutex("two-cancellers");
+        let waiting = std::thread::spawn(move || m.lock_with(wait).map(|g| g.is_some()));
+        assert!(wait_until(Duration::from_secs(5), || {
+            holder.fair_mutex("two-cancellers").queue_len().unwrap() == 1
+        }));
+        let (cancel, other) = if first { (&a, &b) } else { (&b, &a) };
+        cancel.cancel();
+        let ended = wait_until(Duration::from_secs(2), || waiting.is_finished());
+        other.cancel(); // lets the thread go either way
+        let got = join_within(waiting, Duration::from_secs(5), "a cancelled wait");
+        assert!(
+            ended,
+            "cancelling the {} canceller did not end the wait",
+            ["second", "first"][first as usize]
+        );
+        assert!(!got.unwrap());
+    }
+    held.unlock().unwrap();
+}

@@ -12,7 +12,6 @@ use std::time::{Duration, Instant};
 
 use crate::connections::caller::Limit;
 use crate::error::{Error, ErrorKind, Result};
-use crate::machinery::caller::cancel::WaitCanceller;
 use crate::machinery::caller::queue_wait::{confirm, wait_in_queue, Attempted, Queued};
 use crate::machinery::caller::wait::Wait;
 use crate::machinery::caller::waiters::{Grant, Waiter};
@@ -88,8 +87,7 @@ impl Acquisition<'_> {
             shared.abandon_later(&call);
         }
         let waited = started.elapsed();
-        let cancelled =
-            deadline.is_ok() && wait.canceller().is_some_and(WaitCanceller::is_cancelled);
+        let cancelled = deadline.is_ok() && wait.is_cancelled();
         let outcome = match &result {
             Ok(Some(_)) => "acquired",
             Ok(None) if cancelled => "cancelled",

@@ -154,7 +154,7 @@ pub(crate) fn wait_in_queue<Q: Queued>(
     };
     shared.park(Arc::clone(waiter));
     observe::waiting(labels, 1.0);
-    if let Some(cancel) = wait.canceller() {
+    for cancel in wait.cancellers() {
         cancel.watch(waiter);
     }
     let mut mode = Mode::First;

@@ -47,7 +47,7 @@ use crate::machinery::caller::cancel::WaitCanceller;
 #[derive(Clone, Debug, Default)]
 pub struct Wait {
     limit: Limit,
-    cancel: Option<WaitCanceller>,
+    cancel: Vec<WaitCanceller>,
 }
 
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -128,7 +128,8 @@ impl Wait {
 
     /// The same wait, also ended by `cancel` (from any thread, now or
     /// later; a wait whose canceller is cancelled already makes one
-    /// attempt that never queues). One canceller may end many waits.
+    /// attempt that never queues), and still by any canceller given
+    /// before. One canceller may end many waits.
     ///
     /// ```no_run
     /// use fairlock::{Wait, WaitCanceller};
@@ -142,31 +143,34 @@ impl Wait {
     /// }
     /// # Ok(()) }
     /// ```
-    pub fn cancelled_by(self, cancel: &WaitCanceller) -> Wait {
-        Wait {
-            cancel: Some(cancel.clone()),
-            ..self
-        }
+    pub fn cancelled_by(mut self, cancel: &WaitCanceller) -> Wait {
+        self.cancel.push(cancel.clone());
+        self
     }
 
     /// A wait limited as `limit` says, no canceller.
     fn limited(limit: Limit) -> Wait {
         Wait {
             limit,
-            cancel: None,
+            cancel: Vec::new(),
         }
     }
 
-    /// The canceller, if any.
-    pub(crate) fn canceller(&self) -> Option<&WaitCanceller> {
-        self.cancel.as_ref()
+    /// Its cancellers.
+    pub(crate) fn cancellers(&self) -> &[WaitCanceller] {
+        &self.cancel
+    }
+
+    /// Whether one of its cancellers was cancelled.
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancel.iter().any(WaitCanceller::is_cancelled)
     }
 
     /// The wait of a call starting now: its deadline (`None`: none), or
     /// [`NoWait`] when it cannot wait at all.
     pub(crate) fn deadline(&self) -> Result<Option<Instant>, NoWait> {
         match self.limit {
-            _ if self.canceller().is_some_and(WaitCanceller::is_cancelled) => Err(NoWait),
+            _ if self.is_cancelled() => Err(NoWait),
             Limit::NotAtAll | Limit::For(Duration::ZERO) => Err(NoWait),
             Limit::Until(deadline) if deadline <= Instant::now() => Err(NoWait),
             _ => Ok(self.ends_by()),
@@ -179,7 +183,7 @@ impl Wait {
     /// within [`NO_LIMIT_WITHIN`] of the last an Instant holds, or a
     /// timeout past it, is no limit).
     pub(crate) fn ends_by(&self) -> Option<Instant> {
-        if self.canceller().is_some_and(WaitCanceller::is_cancelled) {
+        if self.is_cancelled() {
             return Some(Instant::now());
         }
         let end = match self.limit {
