@@ -26,9 +26,12 @@ if before then
 end
 record_forced(holder or '-')
 -- With no key, no last token to keep: a free key written then would start
--- the next take's token from 0, so nothing is written.
+-- the next take's token from 0, so nothing is written. A lease run out
+-- goes on to the next live waiter now, as a freed hold does: a head that
+-- came to head the queue by a grant to the one before it does not know
+-- when that lease ended.
 if not holder then
-  if stored then
+  if stored and not (waiters and hand_over(nil, nil, token, this_call)) then
     write_free(token, this_call, waiters)
     if waiters then
       -- A fence life may end before the queue's TTL: the key outlives it.

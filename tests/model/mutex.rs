@@ -480,6 +480,10 @@ impl Model {
             None => {
                 self.mark = (seen, String::new());
                 self.revoked = None;
+                // A lease run out goes on to the next live waiter.
+                if self.key {
+                    self.hand_over(now);
+                }
                 self.key = true;
                 expect(
                     got,
