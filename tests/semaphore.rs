@@ -1117,8 +1117,12 @@ fn a_call_refused_by_a_shrink_and_polling_after_a_raise_is_told_not_queued_at_th
         spawn_asker(others.fair_semaphore("shrunk-then-raised", 4), 1, release);
     await_queue_len(&sem, 2);
     let shrunk = sem.set_permits(3).unwrap();
+    // The refused call no longer waits, before its poll too (its record,
+    // its deadline, was counted as a waiter until it polled).
+    let waiting = sem.queue_len().unwrap();
     let raised = sem.set_permits(4).unwrap();
     assert_eq!((shrunk.refused, raised.admitted), (1, 0));
+    assert_eq!(waiting, 1, "the refused call counted as queued");
     // The refused call's poll (600 ms round trip) comes after the raise.
     let big_answer = big_got.recv_timeout(Duration::from_secs(3));
     let queued = sem.queue_len().unwrap();

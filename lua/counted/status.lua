@@ -57,6 +57,11 @@ else
   end
 end
 out[2], out[3], out[6] = math.max(0, used), live, (#out - 6) / 5
-out[4] = redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf')
+-- The live deadlines, but no more than the entries: a call refused for
+-- more permits than set_permits left keeps its deadline, its entry gone,
+-- until it polls (acquire.lua). (Both count more than the live waiters
+-- only together: a dead entry not dropped yet beside such a refusal.)
+out[4] = math.min(redis.call('ZCOUNT', QUEUE, deadline_score(now_ms), '+inf'),
+  redis.call('ZCOUNT', QUEUE, '-inf', '(' .. DEADLINE_BASE_TEXT))
 list_waiters(out, ARGV[3], now_ms, split_counted_entry)
 return out
