@@ -1461,3 +1461,40 @@ fn a_watch_that_finds_the_election_emptied_says_it_missed_changes_then_vacant() 
     let next = election.with_value("b").campaign().unwrap();
     assert_eq!(leader_of(watch.next(wait).unwrap()).term, next.term());
 }
+
+/// A leader force-released (`force_unlock`): it learns it at once (its
+/// lease signal says `Lost`), the candidate waiting leads, and a watch
+/// returns that leader; force-released with nobody waiting, a watch
+/// returns the vacancy of its term.
+#[test]
+fn a_force_released_leader_learns_it_and_a_watch_sees_what_came_after() {
+    let server = RedisServer::start();
+    let (leading, waiting, operator) = (server.client(), server.client(), server.client());
+    let wait = Duration::from_secs(5);
+    let a = leading
+        .election("forced")
+        .with_value("a")
+        .campaign()
+        .unwrap();
+    let mut watch = operator.election("forced").watch().unwrap();
+    assert_eq!(leader_of(watch.next(wait).unwrap()).term, a.term());
+    let candidate = waiting.election("forced").with_value("b");
+    let b = thread::spawn(move || candidate.campaign());
+    assert!(wait_until(wait, || queue_len(&operator, "forced") == 1));
+    assert!(operator
+        .force_unlock(fairlock::LockKind::Election, "forced")
+        .unwrap());
+    assert_eq!(a.lease_signal().wait_timeout(wait), Some(LeaseEnd::Lost));
+    let b = join_within(b, wait, "the candidate").unwrap();
+    let seen = leader_of(watch.next(wait).unwrap());
+    assert_eq!((seen.term, seen.value.as_str()), (b.term(), "b"));
+    assert!(b.term() > a.term());
+    assert!(operator
+        .force_unlock(fairlock::LockKind::Election, "forced")
+        .unwrap());
+    assert_eq!(b.lease_signal().wait_timeout(wait), Some(LeaseEnd::Lost));
+    assert_eq!(watch.next(wait).unwrap(), vacant(b.term()));
+    assert_eq!(watch.next(Duration::from_millis(100)).unwrap(), None);
+    assert_eq!(a.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+    assert_eq!(b.unlock().unwrap_err().kind(), ErrorKind::LeaseLost);
+}

@@ -1029,3 +1029,40 @@ fn a_part_lost_while_the_set_waits_through_a_stall_fails_the_call_lease_lost() {
         assert!(free, "{name} left held or queued");
     }
 }
+
+/// A part the set holds while it waits for a later one, asked to let go
+/// (`revoke`) meanwhile: the set's guard, once it returns, says it was
+/// asked (`is_revoked`), as does that part's signal, and the part taken
+/// after is not asked.
+#[test]
+fn a_part_asked_to_let_go_while_the_set_waits_is_revoked_in_the_guard() {
+    let server = RedisServer::start();
+    let (client, other, operator) = (server.client(), server.client(), server.client());
+    let mut names = ["asked-p", "asked-q"];
+    names.sort_by_key(|name| mutex_key(name));
+    let [first, second] = names;
+    let busy = other.fair_mutex(second).lock().unwrap();
+    let set = client.fair_multi_lock(names);
+    let waiting = thread::spawn(move || set.lock());
+    let queued = wait_until(Duration::from_secs(5), || {
+        other.fair_mutex(second).queue_len().unwrap() == 1
+    });
+    assert!(queued, "the set holds {first} and waits for {second}");
+    assert_eq!(operator.revoke(LockKind::Mutex, first).unwrap(), 1);
+    drop(busy);
+    let multi = join_within(waiting, Duration::from_secs(5), "the set").unwrap();
+    let asked = |multi: &fairlock::MultiGuard| {
+        let parts = multi.parts().iter();
+        parts
+            .map(|p| (p.name().to_owned(), p.is_revoked()))
+            .collect::<Vec<_>>()
+    };
+    let want = vec![(first.to_owned(), true), (second.to_owned(), false)];
+    assert!(
+        wait_until(Duration::from_secs(2), || asked(&multi) == want),
+        "{:?}",
+        asked(&multi)
+    );
+    assert!(multi.is_revoked());
+    multi.unlock().unwrap();
+}
