@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use fairlock::{Capacity, Client, ErrorKind, FairSemaphore, SemaphorePermit, Wait, WaitCanceller};
 use fairlock_test_support::{
-    info_field, join_within, script_calls, serial, wait_until, Held, HolderChild, RedisServer,
+    info_field, join_within, ms, script_calls, serial, wait_until, Held, HolderChild, RedisServer,
     Relay,
 };
 use redis::Commands;
@@ -1311,5 +1311,50 @@ fn a_number_set_is_lost_with_the_servers_data_and_kept_by_its_aof() {
                 .into_iter()
                 .for_each(|t| drop(join_within(t, Duration::from_secs(3), "waiter")));
         }
+    }
+}
+
+/// A raise with waiters of other clients queued wakes the ones that now
+/// fit at once (by their grant messages: their clients' heartbeats are
+/// 10 s apart), in arrival order.
+#[test]
+fn a_raise_wakes_the_waiters_that_fit_at_once_in_order() {
+    let server = RedisServer::start();
+    let quiet = || {
+        (server.builder().lease(Duration::from_secs(30)))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let admin = quiet();
+    let sem = admin.fair_semaphore("raised", 1);
+    let full = sem.acquire().unwrap();
+    let mut askers = Vec::new();
+    for i in 0..4 {
+        let (release_tx, release) = mpsc::channel();
+        let (thread, got) = spawn_asker(quiet().fair_semaphore("raised", 1), 1, release);
+        await_queue_len(&sem, i + 1);
+        askers.push((thread, got, release_tx));
+    }
+    let sent = Instant::now();
+    let change = sem.set_permits(4).unwrap();
+    assert_eq!(change.admitted, 3);
+    let answers: Vec<(u64, f64)> = askers[..3]
+        .iter()
+        .map(|(_, got, _)| {
+            let (token, at) = got.recv_timeout(Duration::from_secs(15)).unwrap();
+            (token.unwrap(), ms(at.saturating_duration_since(sent)))
+        })
+        .collect();
+    eprintln!("set_permits raise → each admitted waiter's return (token, ms): {answers:?}");
+    assert!(answers.windows(2).all(|w| w[0].0 < w[1].0), "{answers:?}");
+    assert!(answers.iter().all(|&(_, at)| at < 1000.0), "{answers:?}");
+    assert!(askers[3].1.try_recv().is_err());
+    full.unlock().unwrap();
+    let last = askers[3].1.recv_timeout(Duration::from_secs(5)).unwrap();
+    assert!(last.0.unwrap() > answers[2].0);
+    for (thread, _, release) in askers {
+        drop(release);
+        join_within(thread, Duration::from_secs(5), "an asker");
     }
 }
