@@ -67,7 +67,9 @@ pub enum ErrorKind {
     KeyConflict,
     /// Fewer replicas than [`ClientBuilder::sync_replicas`](crate::ClientBuilder::sync_replicas)
     /// asks for acknowledged a lock write in time. An acquisition is rolled
-    /// back before this is reported; a release did happen on the master.
+    /// back before this is reported; a release did happen on the master,
+    /// and so did a force unlock or a revocation (which are then not
+    /// retryable).
     NotReplicated,
     /// Two clients disagree on the number of permits of one semaphore: this
     /// call's N is not the one the semaphore was created with (kept while it
@@ -138,6 +140,10 @@ pub(crate) enum Retry {
     /// The call failed with nothing held or queued, and the same call may
     /// succeed now: a multi-lock's part lost while the set waited.
     Call,
+    /// The call's change was made on the master, too few replicas saw it:
+    /// sent again, it would act anew on whoever holds the lock then (a
+    /// force release would free the next holder).
+    Made,
 }
 
 /// What a refusal that passes (`Error::is_refused_for_now`) says of its
@@ -237,7 +243,9 @@ impl Error {
     /// True when the same call, sent again later, may succeed: Redis was
     /// unreachable or too slow ([`ErrorKind::Connection`]), or too few
     /// replicas acknowledged a write in time ([`ErrorKind::NotReplicated`]:
-    /// nothing is held, and the replicas may catch up), or Redis refused
+    /// nothing is held, and the replicas may catch up; not a force unlock's
+    /// or a revocation's, made on the master all the same, which sent
+    /// again would free or ask whoever holds the lock then), or Redis refused
     /// it before running it for a reason that passes (a
     /// [`Server`](ErrorKind::Server) error of code `OOM`, `MISCONF` or
     /// `NOREPLICAS`: nothing changed). False for what
@@ -268,7 +276,8 @@ impl Error {
     /// # Ok(()) }
     /// ```
     pub fn is_retryable(&self) -> bool {
-        matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
+        (matches!(self.kind, ErrorKind::Connection | ErrorKind::NotReplicated)
+            && self.retry != Retry::Made)
             || self.retry == Retry::Call
             || self.is_refused_for_now()
     }
@@ -388,6 +397,12 @@ impl Error {
     /// made again ([`is_retryable`](Self::is_retryable)).
     pub(crate) fn worth_calling_again(self) -> Self {
         self.retried(Retry::Call)
+    }
+
+    /// The same error, of a write made on the master all the same
+    /// (`Retry::Made`): not to be sent again.
+    pub(crate) fn made_all_the_same(self) -> Self {
+        self.retried(Retry::Made)
     }
 
     /// The same error, whose call sent again does what `retry` says.

@@ -1033,3 +1033,41 @@ fn a_force_unlock_of_a_lease_run_out_hands_the_lock_to_the_head_at_once() {
     eprintln!("force_unlock() of a lease run out → the head's lock() returned (ms): {delays:.2?}");
     assert!(delays.iter().all(|&d| d < 1000.0), "{delays:?}");
 }
+
+/// Under `sync_replicas` with no replica to acknowledge, a revocation and
+/// a force unlock are made on the master all the same (the holder is
+/// asked, then freed, and the waiter gets the lock): their
+/// `NotReplicated` is not retryable, as a force unlock sent again would
+/// free the hold it handed to the waiter. (Before, both said retryable.)
+#[test]
+fn an_admin_write_too_few_replicas_saw_is_not_retryable() {
+    let server = RedisServer::start();
+    let operator = (server.builder())
+        .sync_replicas(1, Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let (holder, waiting) = (quiet_client(&server), quiet_client(&server));
+    let name = "unreplicated-admin";
+    let guard = holder.fair_mutex(name).unbound().lock().unwrap();
+    let mutex = waiting.fair_mutex(name).unbound();
+    let waiter = thread::spawn(move || mutex.lock());
+    let queued = || holder.fair_mutex(name).queue_len().unwrap() == 1;
+    assert!(wait_until(Duration::from_secs(5), queued));
+    for admin in ["revoke", "force_unlock"] {
+        let err = match admin {
+            "revoke" => operator.revoke(LockKind::Mutex, name).map(|_| ()),
+            _ => operator.force_unlock(LockKind::Mutex, name).map(|_| ()),
+        }
+        .expect_err("no replica saw it");
+        assert_eq!(err.kind(), ErrorKind::NotReplicated, "{admin}: {err}");
+        let made = match admin {
+            "revoke" => wait_until(Duration::from_secs(2), || guard.is_revoked()),
+            _ => wait_until(Duration::from_secs(2), || guard.is_lease_lost()),
+        };
+        assert!(made, "{admin}: made on the master");
+        assert!(!err.is_retryable(), "{admin}: {err}");
+    }
+    let next = join_within(waiter, Duration::from_secs(5), "the waiter").unwrap();
+    assert!(!next.is_lease_lost());
+    drop(guard);
+}

@@ -277,7 +277,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// As [`status`](Self::status); with
     /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
-    /// the change was made on the master but too few replicas saw it.
+    /// the change was made on the master but too few replicas saw it (not
+    /// [retryable](crate::Error::is_retryable): sent again, it would act on
+    /// whoever holds the lock then).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -312,7 +314,9 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// As [`status`](Self::status); with
     /// [`sync_replicas`](crate::ClientBuilder::sync_replicas),
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
-    /// the change was made on the master but too few replicas saw it.
+    /// the change was made on the master but too few replicas saw it (not
+    /// [retryable](crate::Error::is_retryable): sent again, it would act on
+    /// whoever holds the lock then).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
