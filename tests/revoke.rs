@@ -1071,3 +1071,22 @@ fn an_admin_write_too_few_replicas_saw_is_not_retryable() {
     assert!(!next.is_lease_lost());
     drop(guard);
 }
+
+/// A mutex's re-entries share their hold's token and are asked with it:
+/// one taken before the request and one taken after it (the same hold)
+/// both say so.
+#[test]
+fn a_reentry_of_an_asked_hold_is_asked() {
+    let server = RedisServer::start();
+    let (holder, operator) = (quiet_client(&server), quiet_client(&server));
+    let mutex = holder.fair_mutex("reentered");
+    let first = mutex.lock().unwrap();
+    let before = mutex.lock().unwrap();
+    assert_eq!(operator.revoke(LockKind::Mutex, "reentered").unwrap(), 1);
+    let asked = wait_until(Duration::from_secs(2), || first.is_revoked());
+    assert!(asked && before.is_revoked());
+    let after = mutex.lock().unwrap();
+    assert_eq!(after.fencing_token(), first.fencing_token());
+    assert!(after.is_revoked(), "a re-entry of the asked hold");
+    drop((after, before, first));
+}
