@@ -524,6 +524,11 @@ impl Error {
         if let Some((kind, message)) = server_codes::known(&err) {
             return Error::with_source(kind, message, err);
         }
+        // Refused by the redis crate before anything was sent (a TLS
+        // setting it cannot honour, such as a URL's `#insecure`).
+        if err.kind() == K::InvalidClientConfig {
+            return Error::with_source(ErrorKind::InvalidConfig, "invalid redis settings", err);
+        }
         // What a retry does and what to say, decided together.
         let (retry, message) = if server_codes::is_slot_moving(&err) {
             let message = "the lock's cluster slot is being moved between masters (nothing \

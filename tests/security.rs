@@ -769,6 +769,22 @@ mod tls {
         }
     }
 
+    /// `#insecure` (the redis crate's URL fragment that turns certificate
+    /// checks off) needs a feature of the redis crate fairlock does not
+    /// enable: its refusal, made before the handshake, was `Server`,
+    /// "redis returned an error", though no server had said anything.
+    #[test]
+    fn an_insecure_fragment_is_invalid_config_not_a_server_error() {
+        let files = TlsFiles::generate();
+        let server = RedisServer::start_tls(&files);
+        let url = format!("rediss://127.0.0.1:{}/#insecure", server.port());
+        let (err, took, chain) = failed_build(Client::builder(&url), Duration::from_secs(1));
+        eprintln!("#insecure: {:?} after {took:?}: {chain}", err.kind());
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        assert!(!err.to_string().contains("redis returned"), "{err}");
+        assert!(chain.contains("insecure"), "{chain}");
+    }
+
     #[test]
     fn mutual_tls_with_a_client_certificate_locks_and_hands_over() {
         let _serial = serial();
