@@ -357,6 +357,21 @@ impl Error {
         self.redis_error().is_some_and(|err| err.is_timeout())
     }
 
+    /// This client's verdict on the certificate a server showed, when it
+    /// refused it (an unknown issuer, expired, another host's): the same
+    /// server shows it again.
+    #[cfg(feature = "tls")]
+    pub(crate) fn refused_certificate(&self) -> Option<&rustls::Error> {
+        let tls = not_within::io_error(self.redis_error()?)?.get_ref()?;
+        (tls.downcast_ref()).filter(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
+    }
+
+    /// Without TLS, no certificate.
+    #[cfg(not(feature = "tls"))]
+    pub(crate) fn refused_certificate(&self) -> Option<&str> {
+        None
+    }
+
     /// The cause, when it is a redis error.
     fn redis_error(&self) -> Option<&redis::RedisError> {
         self.source.as_deref()?.downcast_ref()
@@ -470,6 +485,11 @@ impl Error {
                 "what answers at {server} is not the server the URL says ({}): check the \
                  URL's scheme and port (redis+sentinel:// for Sentinels)",
                 detail.trim_end_matches([' ', ',', ':'])
+            )
+        } else if let Some(refused) = self.refused_certificate() {
+            format!(
+                "redis at {server} showed a TLS certificate this client refuses ({refused}): \
+                 check the URL's host and tls_root_cert_pem"
             )
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
             let waited = redis_err.and_then(not_within::not_within_of);

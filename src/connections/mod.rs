@@ -222,8 +222,8 @@ impl Backend {
     /// refusal only in its text ("failed to connect to each cluster
     /// node"), and a seed not in cluster mode or with no slots as "No
     /// connections found": when it failed before any node could time out,
-    /// a seed's own connection says whether the credentials or the
-    /// database were refused, or the seed is no cluster node or has no
+    /// a seed's own connection says whether the credentials, the
+    /// database or the seed's certificate were refused, or the seed is no cluster node or has no
     /// slots (`CLUSTER SLOTS`), rather than an outage.
     pub(crate) fn first_failure(&self, err: Error, started: Instant) -> Error {
         let quick = started.elapsed() < self.manager.timeouts.connect;
@@ -234,7 +234,9 @@ impl Backend {
         let map = seed.and_then(|mut seed| SlotMap::read(&mut seed));
         // `Ok(true)`: the seed answered, with no slots.
         match map.map(|map| map.nodes().is_empty()) {
-            Err(refused) if !refused.is_connection() => refused,
+            Err(refused) if !refused.is_connection() || refused.refused_certificate().is_some() => {
+                refused
+            }
             Ok(true) => Error::new(
                 ErrorKind::Connection,
                 "the cluster node has no slots assigned (a lone node that met no peer?): the cluster is not set up yet",
