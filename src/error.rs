@@ -357,18 +357,38 @@ impl Error {
         self.redis_error().is_some_and(|err| err.is_timeout())
     }
 
-    /// This client's verdict on the certificate a server showed, when it
-    /// refused it (an unknown issuer, expired, another host's): the same
-    /// server shows it again.
+    /// The TLS refusal of a certificate, when that is what failed, said
+    /// after "redis at <server>": this client's of the server's (an
+    /// unknown issuer, expired, another host's), or the server's of this
+    /// client's (none given, another CA's: its alert). The same server
+    /// refuses the same again.
     #[cfg(feature = "tls")]
-    pub(crate) fn refused_certificate(&self) -> Option<&rustls::Error> {
+    pub(crate) fn refused_certificate(&self) -> Option<String> {
+        use rustls::{AlertDescription as A, Error as Tls};
         let tls = not_within::io_error(self.redis_error()?)?.get_ref()?;
-        (tls.downcast_ref()).filter(|tls| matches!(tls, rustls::Error::InvalidCertificate(_)))
+        match tls.downcast_ref()? {
+            tls @ Tls::InvalidCertificate(_) => Some(format!(
+                "showed a TLS certificate this client refuses ({tls}): check the URL's host \
+                 and tls_root_cert_pem"
+            )),
+            tls @ Tls::AlertReceived(
+                A::CertificateRequired
+                | A::BadCertificate
+                | A::UnsupportedCertificate
+                | A::CertificateRevoked
+                | A::CertificateExpired
+                | A::CertificateUnknown
+                | A::UnknownCA,
+            ) => Some(format!(
+                "refused this client's TLS certificate ({tls}): check tls_client_cert_pem"
+            )),
+            _ => None,
+        }
     }
 
     /// Without TLS, no certificate.
     #[cfg(not(feature = "tls"))]
-    pub(crate) fn refused_certificate(&self) -> Option<&str> {
+    pub(crate) fn refused_certificate(&self) -> Option<String> {
         None
     }
 
@@ -487,10 +507,7 @@ impl Error {
                 detail.trim_end_matches([' ', ',', ':'])
             )
         } else if let Some(refused) = self.refused_certificate() {
-            format!(
-                "redis at {server} showed a TLS certificate this client refuses ({refused}): \
-                 check the URL's host and tls_root_cert_pem"
-            )
+            format!("redis at {server} {refused}")
         } else if self.kind == ErrorKind::Connection && self.is_timeout() {
             let waited = redis_err.and_then(not_within::not_within_of);
             let replied = "accepted the connection and sent no reply";
