@@ -490,6 +490,7 @@ impl Error {
         command: Duration,
     ) -> Self {
         let redis_err = self.redis_error();
+        let tls = server.starts_with("rediss") || server.starts_with("valkeys");
         let not_redis = redis_err.is_some_and(|err| err.kind() == redis::ErrorKind::Parse);
         // A Sentinel at a `redis://` URL, a data server at a Sentinel one.
         let unknown = redis_err
@@ -519,15 +520,26 @@ impl Error {
             };
             let within = within.as_millis();
             // A TLS client's handshake is read by a plain port as a command never ended.
-            let tls = ["rediss", "valkeys"]
-                .iter()
-                .find(|s| server.starts_with(**s));
-            let plain = tls.map_or("", |_| " (or the port does not speak TLS)");
+            let plain = if tls {
+                " (or the port does not speak TLS)"
+            } else {
+                ""
+            };
             let message =
                 format!("redis at {server} {step}{plain} within {within} ms (the {setting})");
             return self.reworded(message).without_its_figure();
         } else {
-            return self.during(format_args!("connecting to {server}"));
+            // A TLS port resets a plaintext client at its first request.
+            let reset = (redis_err.and_then(not_within::io_error))
+                .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionReset);
+            let err = match reset && !tls && !server.contains("unix") {
+                true => self.renamed(
+                    "redis is unreachable",
+                    "redis reset the connection (or the port speaks TLS only: rediss://)",
+                ),
+                false => self,
+            };
+            return err.during(format_args!("connecting to {server}"));
         };
         // Retrying the same address meets the same service.
         Error {

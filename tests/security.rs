@@ -760,7 +760,9 @@ mod tls {
             let (err, took, chain) = failed_build(builder, connect_timeout);
             let bound = connect_timeout + Duration::from_secs(1);
             if what == "plaintext to the TLS port" {
+                // The server resets it: "redis is unreachable" said no more.
                 assert_connection_error_within(&format!("TLS, {what}"), &err, took, bound);
+                assert!(err.to_string().contains("rediss://"), "{err}");
                 continue;
             }
             // The same server shows the same certificate: not an outage
