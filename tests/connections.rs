@@ -102,6 +102,30 @@ fn a_unix_socket_that_does_not_exist_is_a_connection_error_within_the_connect_ti
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A path that is a file or a directory, not a socket: the connect was
+/// refused, and the client said "redis is unreachable: Connection
+/// refused", `Connection`, retryable, as for a server that is down.
+#[test]
+fn a_unix_socket_path_that_is_no_socket_is_invalid_config() {
+    let dir = private_dir("not-a-socket").unwrap();
+    let file = dir.join("redis.conf");
+    std::fs::write(&file, "port 0\n").unwrap();
+    for path in [&file, &dir] {
+        let url = format!("redis+unix://{}", path.display());
+        let started = Instant::now();
+        let err = Client::builder(&url).build().unwrap_err();
+        eprintln!(
+            "{}: {:?} after {:?}: {err}",
+            path.display(),
+            err.kind(),
+            started.elapsed()
+        );
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        assert!(err.to_string().contains("not a socket"), "{err}");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_client_from_a_redis_connection_info_or_a_redis_client_locks_with_and_without_a_password() {
     let plain = RedisServer::start();

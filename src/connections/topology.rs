@@ -131,8 +131,9 @@ impl Topology {
     }
 
     /// One server as a `redis::ConnectionInfo` names it, checked before any
-    /// I/O: a host and a port other than 0 (or a socket path), a database
-    /// that is not negative, TLS only with the `tls` feature.
+    /// I/O: a host and a port other than 0 (or a socket path, which is no
+    /// file or directory: a socket's may not exist yet), a database that
+    /// is not negative, TLS only with the `tls` feature.
     pub(crate) fn of_info(info: &redis::ConnectionInfo) -> Result<Topology> {
         use redis::ConnectionAddr;
         let why = match info.addr() {
@@ -143,6 +144,9 @@ impl Topology {
             }
             ConnectionAddr::Unix(path) if path.as_os_str().is_empty() => {
                 "the Unix socket path must not be empty"
+            }
+            ConnectionAddr::Unix(path) if path.is_file() || path.is_dir() => {
+                "the path is not a socket (a file or a directory)"
             }
             addr if !addr.is_supported() => {
                 "this address needs a feature not enabled (TLS needs `tls`)"
