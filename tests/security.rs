@@ -1130,6 +1130,17 @@ mod tls {
             .unwrap_err();
         eprintln!("malformed root: {err:?}");
         assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        // A PEM block whose body is no certificate: it said "invalid redis
+        // url (a scheme fairlock takes is ...)", of a URL that was fine.
+        let garbage = b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n";
+        let err = Client::builder("rediss://127.0.0.1:6379")
+            .tls_root_cert_pem(garbage.to_vec())
+            .build()
+            .unwrap_err();
+        eprintln!("a root that is no certificate: {err}");
+        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
+        assert!(err.to_string().contains("tls_root_cert_pem"), "{err}");
+        assert!(!err.to_string().contains("url"), "{err}");
         let err = Client::builder("redis://127.0.0.1:6379")
             .tls_root_cert_pem(TlsFiles::generate().ca_pem())
             .build()

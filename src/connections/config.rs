@@ -368,9 +368,17 @@ impl Config {
         if root.is_none() && client.is_none() {
             return Ok(None);
         }
-        let no_pem = |pem: &[u8]| !pem.windows(27).any(|w| w == b"-----BEGIN CERTIFICATE-----");
-        if root.as_deref().is_some_and(no_pem) {
-            return invalid("tls_root_cert_pem holds no PEM certificate");
+        // Every root as the connections take it: a trust anchor.
+        let no_root = |pem: &[u8]| {
+            let certs = CertificateDer::pem_slice_iter(pem).collect::<std::result::Result<_, _>>();
+            !certs.is_ok_and(|certs: Vec<_>| {
+                let (added, ignored) =
+                    rustls::RootCertStore::empty().add_parsable_certificates(certs);
+                added > 0 && ignored == 0
+            })
+        };
+        if root.as_deref().is_some_and(no_root) {
+            return invalid("tls_root_cert_pem must hold PEM certificates, each usable as a root");
         }
         if let Some(client) = client {
             let chain = CertificateDer::pem_slice_iter(&client.client_cert)

@@ -604,8 +604,8 @@ impl ClientBuilder {
     /// # Errors
     /// [`build`](Self::build) returns
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig), before
-    /// any I/O, when `pem` holds no PEM certificate or the URL does not use
-    /// TLS.
+    /// any I/O, when `pem` holds no PEM certificate, or one that cannot be a
+    /// root, or the URL does not use TLS.
     ///
     /// ```no_run
     /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
