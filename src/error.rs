@@ -368,8 +368,8 @@ impl Error {
         let tls = not_within::io_error(self.redis_error()?)?.get_ref()?;
         match tls.downcast_ref()? {
             tls @ Tls::InvalidCertificate(_) => Some(format!(
-                "showed a TLS certificate this client refuses ({tls}): check the URL's host \
-                 and tls_root_cert_pem"
+                "showed a TLS certificate this client refuses ({tls}): check the server's \
+                 certificate, the URL's host and tls_root_cert_pem"
             )),
             tls @ Tls::AlertReceived(
                 A::CertificateRequired

@@ -875,6 +875,83 @@ mod tls {
         );
     }
 
+    /// The server's certificate signed again by the CA of `files`, with
+    /// `extensions`, made by `openssl` under `faketime` at `now` when given
+    /// (valid 2 days from then).
+    fn sign_server_cert_again(files: &TlsFiles, extensions: &str, now: Option<&str>) {
+        std::fs::write(files.dir.join("again.ext"), extensions).unwrap();
+        let mut command =
+            std::process::Command::new(if now.is_some() { "faketime" } else { "openssl" });
+        command.args(now.map(|now| [now, "openssl"]).iter().flatten());
+        let out = command
+            .args([
+                "x509",
+                "-req",
+                "-in",
+                "server.csr",
+                "-CA",
+                "ca.crt",
+                "-CAkey",
+                "ca.key",
+            ])
+            .args([
+                "-CAcreateserial",
+                "-days",
+                "2",
+                "-extfile",
+                "again.ext",
+                "-out",
+                "server.crt",
+            ])
+            .current_dir(&files.dir)
+            .output()
+            .expect("openssl (and faketime) run");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// A server's certificate of the trusted CA that has expired, or that
+    /// names another host, is refused as a setting, saying why.
+    #[test]
+    fn an_expired_or_misnamed_server_certificate_is_invalid_config() {
+        let server_ext = "basicConstraints=critical,CA:FALSE\n\
+                          keyUsage=critical,digitalSignature\n\
+                          extendedKeyUsage=serverAuth\n";
+        for (what, san, now, why) in [
+            (
+                "expired",
+                "IP:127.0.0.1",
+                Some("2020-01-01 00:00:00"),
+                "expired",
+            ),
+            (
+                "another host's",
+                "DNS:elsewhere.example",
+                None,
+                "not valid for name",
+            ),
+        ] {
+            let files = TlsFiles::generate();
+            let extensions = format!("{server_ext}subjectAltName={san}\n");
+            sign_server_cert_again(&files, &extensions, now);
+            let server = RedisServer::start_tls(&files);
+            let builder = Client::builder(&server.url()).tls_root_cert_pem(files.ca_pem());
+            let (err, took, chain) = failed_build(builder, Duration::from_secs(1));
+            eprintln!("{what}: {:?} after {took:?}: {chain}", err.kind());
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
+            assert!(took < Duration::from_secs(2), "{what}: {took:?}");
+            let message = err.to_string();
+            assert!(
+                message.contains("showed a TLS certificate"),
+                "{what}: {message}"
+            );
+            assert!(message.contains(why), "{what}: {message}");
+        }
+    }
+
     /// `err` came within `bound` from a server that refused this client's
     /// certificate: when the client read the server's alert, a setting
     /// (`InvalidConfig`, it was "redis is unreachable: received fatal
