@@ -776,20 +776,33 @@ mod tls {
         }
     }
 
-    /// `#insecure` (the redis crate's URL fragment that turns certificate
-    /// checks off) needs a feature of the redis crate fairlock does not
-    /// enable: its refusal, made before the handshake, was `Server`,
+    /// What the redis crate refuses of the TLS settings as it connects,
+    /// before the handshake: a URL's `#insecure` (its fragment that turns
+    /// certificate checks off, behind a feature fairlock does not enable),
+    /// a client certificate given with another's key. Each was `Server`,
     /// "redis returned an error", though no server had said anything.
     #[test]
-    fn an_insecure_fragment_is_invalid_config_not_a_server_error() {
+    fn a_tls_setting_the_redis_crate_refuses_is_invalid_config_not_a_server_error() {
         let files = TlsFiles::generate();
+        let other = TlsFiles::generate();
         let server = RedisServer::start_tls(&files);
-        let url = format!("rediss://127.0.0.1:{}/#insecure", server.port());
-        let (err, took, chain) = failed_build(Client::builder(&url), Duration::from_secs(1));
-        eprintln!("#insecure: {:?} after {took:?}: {chain}", err.kind());
-        assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{err:?}");
-        assert!(!err.to_string().contains("redis returned"), "{err}");
-        assert!(chain.contains("insecure"), "{chain}");
+        let insecure = format!("rediss://127.0.0.1:{}/#insecure", server.port());
+        for (what, builder, says) in [
+            ("#insecure", Client::builder(&insecure), "insecure"),
+            (
+                "another certificate's key",
+                Client::builder(&server.url())
+                    .tls_root_cert_pem(files.ca_pem())
+                    .tls_client_cert_pem(files.client_cert_pem(), other.client_key_pem()),
+                "KeyMismatch",
+            ),
+        ] {
+            let (err, took, chain) = failed_build(builder, Duration::from_secs(1));
+            eprintln!("{what}: {:?} after {took:?}: {chain}", err.kind());
+            assert_eq!(err.kind(), ErrorKind::InvalidConfig, "{what}: {err:?}");
+            assert!(!err.to_string().contains("redis returned"), "{what}: {err}");
+            assert!(chain.contains(says), "{what}: {chain}");
+        }
     }
 
     #[test]
