@@ -102,6 +102,37 @@ fn a_unix_socket_that_does_not_exist_is_a_connection_error_within_the_connect_ti
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A server on a Unix socket restarted (empty, the socket made again):
+/// the clients' pooled connections and subscriptions over the old socket
+/// are gone; the next calls open new ones, and a handoff still comes by
+/// push message once the subscriber is back.
+#[test]
+fn clients_over_a_unix_socket_carry_on_after_its_server_restarts() {
+    let mut server = RedisServer::start_unix(&[]);
+    let builder =
+        || timings(Client::builder(&server.unix_url())).waiter_timeout(Duration::from_secs(5));
+    let (a, b) = (builder().build().unwrap(), builder().build().unwrap());
+    hand_over_both_ways(&a, &b, "unix-before");
+    server.restart();
+    let started = Instant::now();
+    let m = a.fair_mutex("unix-after");
+    let guard = retry_while_unreachable(|| m.lock());
+    eprintln!(
+        "first lock after the restart in {:.1} ms",
+        ms(started.elapsed())
+    );
+    // A waiter polls every 1.67 s (waiter timeout 5 s): a handoff within
+    // 1 s came by push message.
+    let (handoff, _) = hand_over(
+        guard,
+        &m,
+        b.fair_mutex("unix-after"),
+        Duration::from_secs(1),
+        "the waiter",
+    );
+    eprintln!("handoff after the restart in {:.1} ms", ms(handoff));
+}
+
 /// A path that is a file or a directory, not a socket: the connect was
 /// refused, and the client said "redis is unreachable: Connection
 /// refused", `Connection`, retryable, as for a server that is down.
