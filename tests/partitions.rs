@@ -21,7 +21,7 @@ use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use fairlock::{Bound, Client, ErrorKind, FairMutexGuard, LeaseEnd, LockKind, Wait};
+use fairlock::{Bound, Client, ErrorKind, FairMutexGuard, LeaseEnd, LockKind, Unbound, Wait};
 use fairlock_test_support::roles::lease_holder;
 use fairlock_test_support::*;
 
@@ -940,4 +940,570 @@ fn holds_outlive_a_write_pause_that_outlasts_a_renewals_timeout_not_their_lease(
     guards.into_iter().for_each(|guard| guard.unlock().unwrap());
     leadership.unlock().unwrap();
     multi.unlock().unwrap();
+}
+
+/// The client's holds and queue entries of `kind` on `name`, as Redis has
+/// them: "held <token>" and "queued".
+fn ours(observer: &Client, kind: Kind, name: &str, client: &Client) -> Vec<String> {
+    let status = observer.status(kind.lock_kind(), name, 10).unwrap();
+    let held = status
+        .holders
+        .iter()
+        .map(|h| (&h.who, format!("held {}", h.fencing_token)));
+    let queued = status
+        .waiters
+        .iter()
+        .map(|w| (&w.who, "queued".to_string()));
+    held.chain(queued)
+        .filter(|(who, _)| who.client_id() == client.id())
+        .map(|(_, what)| what)
+        .collect()
+}
+
+/// A release whose reply is lost (the link cut while the reply is on its
+/// way, 300 ms each way): Redis ran it and handed the lock to a waiter of
+/// another client. The unlock fails (`Connection`: nothing is known), and
+/// the client gives the release back by its call once the link heals; that
+/// give-back, and any copy of the release, must not free the hold the
+/// other client was handed since: it keeps it, the only holder, and its
+/// unlock is `Ok`. Every kind, each on a relay of its own, at once.
+#[test]
+fn a_release_whose_reply_is_lost_frees_nobody_elses_hold() {
+    let server = RedisServer::start();
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = Kind::EXCLUSIVE
+            .into_iter()
+            .map(|kind| {
+                let server = &server;
+                s.spawn(move || release_with_a_lost_reply(server, kind))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|run| run.join().unwrap())
+            .collect()
+    });
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+fn release_with_a_lost_reply(server: &RedisServer, kind: Kind) -> Option<String> {
+    let name = format!("lost-release-{kind:?}");
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(10))
+        .waiter_timeout(Duration::from_secs(1))
+        .command_timeout(Duration::from_secs(2))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let observer = server.client();
+    let guard = take::<Bound>(&client, kind, &name, LeasePolicy::Client, Wait::forever())
+        .unwrap()
+        .expect("free");
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let guard = take::<Unbound>(&other, kind, &name, LeasePolicy::Client, Wait::forever())
+                .unwrap()
+                .expect("handed over");
+            (guard.fencing_token(), guard)
+        });
+        let queued = || {
+            observer
+                .status(kind.lock_kind(), &name, 10)
+                .unwrap()
+                .queue_len
+                == 1
+        };
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "{kind:?}: not queued"
+        );
+        relay.set_delay(Duration::from_millis(300));
+        let cutter = s.spawn(|| {
+            let ran = wait_until(Duration::from_secs(5), || {
+                ours(&observer, kind, &name, &client).is_empty()
+            });
+            relay.cut();
+            ran
+        });
+        let unlocked = guard.unlock();
+        assert!(cutter.join().unwrap(), "{kind:?}: the release never ran");
+        let (token, guard) = waiter.join().unwrap();
+        relay.set_delay(Duration::ZERO);
+        relay.heal();
+        // The watchdog (period 333 ms) gives the failed release back.
+        let mut seen = Vec::new();
+        let deadline = Instant::now() + Duration::from_millis(1200);
+        while Instant::now() < deadline {
+            let status = observer.status(kind.lock_kind(), &name, 10).unwrap();
+            let holders: Vec<u64> = status.holders.iter().map(|h| h.fencing_token).collect();
+            if holders != [token] {
+                seen = holders;
+                break;
+            }
+            thread::sleep(Duration::from_millis(20));
+        }
+        let lost = guard.is_lease_lost();
+        let released = guard.unlock();
+        eprintln!(
+            "{kind:?}: unlock {unlocked:?}; the other's hold {token}: later holders {seen:?}, \
+             lost={lost}, unlock {released:?}"
+        );
+        (!seen.is_empty() || lost || released.is_err()).then(|| {
+            format!("{kind:?}: unlock {unlocked:?}; holders {seen:?} not [{token}], lost={lost}, {released:?}")
+        })
+    })
+}
+
+/// A timed wait whose leave is lost (its link stalled before its deadline,
+/// then cut, the leave discarded): the wait returns by its deadline and a
+/// leave's grace; its entry, left at Redis, is handed the lock by the
+/// holder's release. Nobody takes that grant up, and the waiter behind must
+/// hold it within the waiter timeout (1 s) of the entry's last heartbeat,
+/// as a dead waiter's grant lasts no longer than its deadline, link still
+/// cut; and, the link healed, it is given back by the client at once.
+#[test]
+fn a_grant_to_a_wait_whose_leave_was_lost_passes_on_within_the_waiter_timeout() {
+    let server = RedisServer::start();
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = [
+            (Kind::Mutex, false),
+            (Kind::Semaphore, true),
+            (Kind::Write, false),
+        ]
+        .into_iter()
+        .map(|(kind, heal)| {
+            let server = &server;
+            s.spawn(move || leave_lost(server, kind, heal))
+        })
+        .collect();
+        runs.into_iter()
+            .filter_map(|run| run.join().unwrap())
+            .collect()
+    });
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+fn leave_lost(server: &RedisServer, kind: Kind, heal: bool) -> Option<String> {
+    let name = format!("lost-leave-{kind:?}");
+    let relay = Relay::start(server.port());
+    let waiter_timeout = Duration::from_secs(1);
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(10))
+        .waiter_timeout(waiter_timeout)
+        .command_timeout(Duration::from_secs(1))
+        .connect_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let holder = server.client();
+    // Told it heads the queue by its heartbeats, a period (333 ms) apart.
+    let other = server
+        .builder()
+        .waiter_timeout(waiter_timeout)
+        .build()
+        .unwrap();
+    let observer = server.client();
+    let held = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, Wait::forever())
+        .unwrap()
+        .expect("free");
+    let waits = || {
+        observer
+            .status(kind.lock_kind(), &name, 10)
+            .unwrap()
+            .queue_len
+    };
+    let wait = Duration::from_millis(600);
+    thread::scope(|s| {
+        let waiter = s.spawn(|| {
+            let started = Instant::now();
+            let got = take::<Bound>(&client, kind, &name, LeasePolicy::Client, wait).unwrap();
+            (got.is_some(), started.elapsed())
+        });
+        assert!(wait_until(Duration::from_secs(5), || waits() == 1));
+        let behind = s.spawn(|| {
+            take::<Unbound>(&other, kind, &name, LeasePolicy::Client, Wait::forever())
+                .unwrap()
+                .map(|g| (Instant::now(), g))
+        });
+        assert!(wait_until(Duration::from_secs(5), || waits() == 2));
+        thread::sleep(Duration::from_millis(300));
+        relay.stall();
+        let stalled = Instant::now();
+        let (got, took) = waiter.join().unwrap();
+        relay.cut();
+        let still = ours(&observer, kind, &name, &client);
+        held.unlock().unwrap();
+        let released = Instant::now();
+        if heal {
+            relay.heal();
+        }
+        let (at, guard) = behind.join().unwrap().expect("waits for ever");
+        let after_release = at - released;
+        let after_stall = at - stalled;
+        eprintln!(
+            "{kind:?}: the wait returned {got} after {:.0} ms; left at redis {still:?}; the one \
+             behind held {:.0} ms after the release, {:.0} ms after the stall (healed: {heal})",
+            ms(took),
+            ms(after_release),
+            ms(after_stall)
+        );
+        guard.unlock().unwrap();
+        // Healed: the client's next watchdog round gives the grant back.
+        // Cut: the entry's deadline, a heartbeat before the stall, and the
+        // heartbeat of the one behind that finds it heads the queue.
+        let late = match heal {
+            true => after_release > Duration::from_millis(700),
+            false => after_stall > waiter_timeout + Duration::from_millis(700),
+        };
+        (got || took > wait + Duration::from_millis(150) || late).then(|| {
+            format!(
+                "{kind:?}: got {got} after {took:?}; held {after_release:?} after the release, \
+                 {after_stall:?} after the stall (healed: {heal})"
+            )
+        })
+    })
+}
+
+/// Each step of a call whose reply is lost with its connection (the relay
+/// drops the reply and resets the connection: the request ran), so that
+/// the call goes out again on another connection, a repeat Redis answers
+/// as the call it already ran: a take of a free lock, a release with
+/// nobody waiting, a release that hands over to another client's waiter,
+/// a timed wait's leave, a handoff to this client's waiter (its grant
+/// message lost: its subscription opened again), a rwlock's upgrade;
+/// every kind. Each returns what it did (a guard, `Ok`, `None`), one hold
+/// at a time at Redis, the fencing token of the hold Redis has, nothing
+/// left queued.
+#[test]
+fn a_call_whose_reply_is_lost_with_its_connection_is_answered_as_it_ran() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url()).build().unwrap();
+    let other = server.client();
+    let observer = server.client();
+    let holders = |kind: Kind, name: &str| -> Vec<(String, u64)> {
+        let status = observer.status(kind.lock_kind(), name, 10).unwrap();
+        let who = |h: &fairlock::Holder| h.who.client_id().to_string();
+        status
+            .holders
+            .iter()
+            .map(|h| (who(h), h.fencing_token))
+            .collect()
+    };
+    let queue = |kind: Kind, name: &str| {
+        observer
+            .status(kind.lock_kind(), name, 10)
+            .unwrap()
+            .queue_len
+    };
+    let mut wrong = Vec::new();
+    let forever = LeasePolicy::Client;
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("lost-reply-{kind:?}");
+        let me = client.id().to_string();
+        // The connections are open first.
+        take::<Bound>(&client, kind, &name, forever, Wait::forever())
+            .unwrap()
+            .unwrap()
+            .unlock()
+            .unwrap();
+
+        // A take of a free lock.
+        relay.lose_next_reply();
+        let taken = take::<Bound>(&client, kind, &name, forever, Wait::forever());
+        let guard = match taken {
+            Ok(Some(guard)) if holders(kind, &name) == [(me.clone(), guard.fencing_token())] => {
+                guard
+            }
+            other => {
+                wrong.push(format!(
+                    "{kind:?} take: {:?}, redis {:?}",
+                    other.map(|g| g.map(|g| g.fencing_token())),
+                    holders(kind, &name)
+                ));
+                continue;
+            }
+        };
+        // A release with nobody waiting.
+        relay.lose_next_reply();
+        let released = guard.unlock();
+        if released.is_err() || !holders(kind, &name).is_empty() {
+            wrong.push(format!(
+                "{kind:?} lone release: {released:?}, redis {:?}",
+                holders(kind, &name)
+            ));
+        }
+        // A release that hands over to another client's waiter.
+        let guard = take::<Bound>(&client, kind, &name, forever, Wait::forever())
+            .unwrap()
+            .unwrap();
+        thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                take::<Unbound>(&other, kind, &name, forever, Wait::forever())
+                    .unwrap()
+                    .unwrap()
+            });
+            assert!(wait_until(Duration::from_secs(5), || queue(kind, &name) == 1));
+            relay.lose_next_reply();
+            let released = guard.unlock();
+            let theirs = waiter.join().unwrap();
+            thread::sleep(Duration::from_millis(100));
+            let redis = holders(kind, &name);
+            let token = theirs.fencing_token();
+            let lost = theirs.is_lease_lost();
+            let unlocked = theirs.unlock();
+            if released.is_err()
+                || redis != [(other.id().to_string(), token)]
+                || lost
+                || unlocked.is_err()
+            {
+                wrong.push(format!("{kind:?} handover: {released:?}; redis {redis:?}, theirs {token} lost={lost} unlock {unlocked:?}"));
+            }
+        });
+        // A timed wait's leave.
+        let theirs = take::<Unbound>(&other, kind, &name, forever, Wait::forever())
+            .unwrap()
+            .unwrap();
+        thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                take::<Bound>(&client, kind, &name, forever, Duration::from_millis(400))
+                    .map(|g| g.map(|g| g.fencing_token()))
+            });
+            assert!(wait_until(Duration::from_secs(5), || queue(kind, &name) == 1));
+            relay.lose_next_reply();
+            let waited = waiter.join().unwrap();
+            let queued = queue(kind, &name);
+            if !matches!(waited, Ok(None)) || queued != 0 {
+                wrong.push(format!("{kind:?} leave: {waited:?}, {queued} queued"));
+            }
+        });
+        // A handoff to this client's waiter: its grant message (or the
+        // reply that tells it) lost.
+        thread::scope(|s| {
+            let waiter = s.spawn(|| {
+                take::<Bound>(&client, kind, &name, forever, Duration::from_secs(3))
+                    .map(|g| g.map(|g| (g.fencing_token(), g.is_lease_lost(), g.unlock())))
+            });
+            assert!(wait_until(Duration::from_secs(5), || queue(kind, &name) == 1));
+            relay.lose_next_reply();
+            theirs.unlock().unwrap();
+            let got = waiter.join().unwrap();
+            if !matches!(got, Ok(Some((_, false, Ok(()))))) {
+                wrong.push(format!("{kind:?} handoff: {got:?}"));
+            }
+        });
+        if kind == Kind::Write {
+            // An upgrade.
+            let lock = client.fair_rwlock(&name);
+            let upgradable = lock.upgradable_read().unwrap();
+            relay.lose_next_reply();
+            let upgraded = upgradable.upgrade();
+            let redis = holders(kind, &name);
+            match upgraded {
+                Ok(write) if redis == [(me.clone(), write.fencing_token())] => {
+                    write.unlock().unwrap()
+                }
+                other => wrong.push(format!(
+                    "upgrade: {:?}, redis {redis:?}",
+                    other.map(|w| w.fencing_token())
+                )),
+            }
+        }
+    }
+    // One reply lost at each step: 5 of each kind, and the upgrade.
+    assert_eq!(relay.severed_connections(), 16, "replies lost");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// The same for the other steps: an upgrade that queues behind another
+/// client's read, a downgrade, an election's campaign handed over by a
+/// resignation, and a multi-lock's take and release (each part's reply may
+/// be the one lost).
+#[test]
+fn a_change_a_campaign_or_a_set_whose_reply_is_lost_with_its_connection_is_answered_as_it_ran() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url()).build().unwrap();
+    let other = server.client();
+    let observer = server.client();
+    let me = client.id().to_string();
+    let holders = |kind: LockKind, name: &str| -> Vec<(String, u64)> {
+        let status = observer.status(kind, name, 10).unwrap();
+        let who = |h: &fairlock::Holder| h.who.client_id().to_string();
+        status
+            .holders
+            .iter()
+            .map(|h| (who(h), h.fencing_token))
+            .collect()
+    };
+    let queued = |kind: LockKind, name: &str| observer.status(kind, name, 10).unwrap().queue_len;
+    let mut wrong = Vec::new();
+    // Warm: the connections and subscription are open.
+    client.fair_mutex("warm").lock().unwrap().unlock().unwrap();
+
+    // An upgrade queued behind another client's read.
+    let lock = client.fair_rwlock("upgrade");
+    let upgradable = lock.upgradable_read().unwrap();
+    let theirs = other.fair_rwlock("upgrade").unbound().read().unwrap();
+    let got = thread::scope(|s| {
+        s.spawn(|| {
+            assert!(wait_until(Duration::from_secs(5), || queued(
+                LockKind::RwLock,
+                "upgrade"
+            ) == 1));
+            relay.lose_next_reply();
+            theirs.unlock().unwrap();
+        });
+        upgradable.upgrade_with(Duration::from_secs(3)).map(|r| {
+            r.map(|w| (w.fencing_token(), w.is_lease_lost(), w.unlock()))
+                .map_err(drop)
+        })
+    });
+    if !matches!(got, Ok(Ok((_, false, Ok(()))))) {
+        wrong.push(format!("queued upgrade: {got:?}"));
+    }
+    // A downgrade.
+    let write = lock.write().unwrap();
+    relay.lose_next_reply();
+    match write.downgrade() {
+        Ok(read)
+            if holders(LockKind::RwLock, "upgrade") == [(me.clone(), read.fencing_token())] =>
+        {
+            read.unlock().unwrap()
+        }
+        other => wrong.push(format!(
+            "downgrade: {:?}, redis {:?}",
+            other.map(|r| r.fencing_token()),
+            holders(LockKind::RwLock, "upgrade")
+        )),
+    }
+    // A campaign handed over by the leader's resignation.
+    let leading = other.election("elect").campaign().unwrap();
+    thread::scope(|s| {
+        let candidate = s.spawn(|| {
+            client
+                .election("elect")
+                .try_campaign_for(Duration::from_secs(3))
+                .map(|l| l.map(|l| (l.fencing_token(), l.is_lease_lost(), l.unlock())))
+        });
+        assert!(wait_until(Duration::from_secs(5), || queued(
+            LockKind::Election,
+            "elect"
+        ) == 1));
+        relay.lose_next_reply();
+        leading.unlock().unwrap();
+        let got = candidate.join().unwrap();
+        if !matches!(got, Ok(Some((_, false, Ok(()))))) {
+            wrong.push(format!("campaign: {got:?}"));
+        }
+    });
+    // A multi-lock's take and release, each part's reply lost in turn.
+    let names = ["set-a", "set-b", "set-c"];
+    for lost in 0..names.len() {
+        let set = client.fair_multi_lock(names);
+        // The lost reply is the `lost`th part's (each part's request waits
+        // for the reply before).
+        relay.lose_reply_after(lost as u64);
+        let got = set.lock();
+        let redis: Vec<_> = names.iter().map(|n| holders(LockKind::Mutex, n)).collect();
+        let expected: Option<Vec<_>> = got.as_ref().ok().map(|g| {
+            names
+                .iter()
+                .map(|n| vec![(me.clone(), g.fencing_token(n).unwrap())])
+                .collect()
+        });
+        if expected.as_ref() != Some(&redis) {
+            wrong.push(format!(
+                "set take, part {lost} lost: {:?}, redis {redis:?}",
+                got.as_ref().map(|_| ())
+            ));
+        }
+        let Ok(guard) = got else { continue };
+        relay.lose_reply_after(lost as u64);
+        let released = guard.unlock();
+        let redis: Vec<_> = names.iter().map(|n| holders(LockKind::Mutex, n)).collect();
+        if released.is_err() || redis.iter().any(|h| !h.is_empty()) {
+            wrong.push(format!("set release: {released:?}, redis {redis:?}"));
+        }
+    }
+    // One reply lost at each step: 3, and a take and a release of each part.
+    assert_eq!(relay.severed_connections(), 9, "replies lost");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// A one-way partition of a holder: its requests reach Redis, the replies
+/// never come back (renewals run, unconfirmed). The holder counts its lease
+/// lost at its own end of it, before any other client's `lock()` returns;
+/// its release, sent once it hears so, reaches Redis though its reply does
+/// not, and the lock passes on at once (the renewals that still arrived
+/// had kept it held for the guard). Every kind, at once.
+#[test]
+fn a_holder_whose_replies_are_lost_knows_first_and_its_release_passes_the_lock_on() {
+    let server = RedisServer::start();
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = Kind::EXCLUSIVE
+            .into_iter()
+            .map(|kind| {
+                let server = &server;
+                s.spawn(move || replies_lost_under_a_hold(server, kind))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|run| run.join().unwrap())
+            .collect()
+    });
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+fn replies_lost_under_a_hold(server: &RedisServer, kind: Kind) -> Option<String> {
+    let name = format!("replies-lost-{kind:?}");
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_secs(1))
+        .command_timeout(Duration::from_millis(500))
+        .connect_timeout(Duration::from_millis(500))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let guard = take::<Bound>(&client, kind, &name, LeasePolicy::Client, Wait::forever())
+        .unwrap()
+        .expect("free");
+    thread::scope(|s| {
+        let taker = s.spawn(|| {
+            let got = take::<Unbound>(
+                &other,
+                kind,
+                &name,
+                LeasePolicy::Client,
+                Duration::from_secs(5),
+            );
+            (Instant::now(), got.map(|g| g.map(|g| g.fencing_token())))
+        });
+        let queued = || other.status(kind.lock_kind(), &name, 1).unwrap().queue_len == 1;
+        assert!(
+            wait_until(Duration::from_secs(5), queued),
+            "{kind:?}: not queued"
+        );
+        relay.stall_replies();
+        let stalled = Instant::now();
+        let end = guard.lease_signal().wait();
+        let told = Instant::now();
+        let unlocked = guard.unlock();
+        let (got_at, got) = taker.join().unwrap();
+        relay.resume();
+        eprintln!(
+            "{kind:?}: {end:?} {:.0} ms after the stall, the other's lock {got:?} {:.1} ms after \
+             that; unlock {unlocked:?}",
+            ms(told - stalled),
+            ms(got_at.saturating_duration_since(told))
+        );
+        let passed_on = got_at > told && got_at - told < Duration::from_millis(300);
+        let lost = matches!(&unlocked, Err(err) if err.is_lease_lost());
+        (end != LeaseEnd::Lost || !matches!(got, Ok(Some(_))) || !passed_on || !lost).then(|| {
+            format!(
+                "{kind:?}: {end:?}, the other's {got:?} {:?} after, unlock {unlocked:?}",
+                got_at.checked_duration_since(told)
+            )
+        })
+    })
 }

@@ -24,6 +24,13 @@
 //! closes the open connections at the server and leaves the client's side
 //! open and silent until the client sends something (then it is closed).
 //!
+//! And one-way faults: [`stall_replies`](Relay::stall_replies) holds back
+//! what the servers send while the clients' requests pass (they arrive and
+//! run, their replies wait), until [`resume`](Relay::resume);
+//! [`lose_next_reply`](Relay::lose_next_reply) drops the next bytes a
+//! server sends (a request ran, its reply is lost) and resets that
+//! connection, as a middlebox that drops a flow does.
+//!
 //! And a DNS name that a failover moves: [`repoint`](Relay::repoint) sends
 //! the connections accepted from then on to another server, the open ones
 //! staying with the one they reach.
@@ -88,7 +95,12 @@ struct Mode {
     stalled: bool,
     /// Connections accepted while set are stalled ([`Relay::stall_new`]).
     stall_new: bool,
+    /// What servers send is held back ([`Relay::stall_replies`]).
+    stall_replies: bool,
     cut: bool,
+    /// After this many more chunks read from servers, the next one is
+    /// dropped and its link severed ([`Relay::lose_reply_after`]).
+    lose_reply: Option<u64>,
 }
 
 /// One client connection and its connection to the upstream server.
@@ -170,7 +182,17 @@ impl Relay {
 
     /// Delivers what was held back, in order, and everything after it.
     pub fn resume(&self) {
-        self.set_mode(|mode| (mode.stalled, mode.stall_new) = (false, false));
+        self.set_mode(|mode| {
+            (mode.stalled, mode.stall_new, mode.stall_replies) = (false, false, false)
+        });
+    }
+
+    /// A one-way partition: from now on what the servers send, on every
+    /// connection, is held back until [`resume`](Self::resume), while what
+    /// the clients send passes (requests arrive and run; their replies
+    /// wait).
+    pub fn stall_replies(&self) {
+        self.set_mode(|mode| mode.stall_replies = true);
     }
 
     /// From now on every connection accepted (not the open ones) is held
@@ -208,6 +230,21 @@ impl Relay {
     /// yet: the relay accepts every couple of milliseconds).
     pub fn heal(&self) {
         self.set_mode(|mode| mode.cut = false);
+    }
+
+    /// The next bytes any server sends on an open or new connection (a
+    /// reply: the request ran) are dropped and that connection is severed
+    /// (the client reads end-of-stream); every other connection, and every
+    /// one after, passes normally.
+    pub fn lose_next_reply(&self) {
+        self.lose_reply_after(0);
+    }
+
+    /// As [`lose_next_reply`](Self::lose_next_reply), after `passed` more
+    /// reads from the servers passed (one reply each when a client waits
+    /// for each reply before its next request).
+    pub fn lose_reply_after(&self, passed: u64) {
+        self.set_mode(|mode| mode.lose_reply = Some(passed));
     }
 
     /// A NAT or load balancer that forgot the flows open now (an idle
@@ -277,7 +314,8 @@ impl Relay {
         self.state.refused.load(SeqCst)
     }
 
-    /// Open connections severed by [`cut`](Self::cut)s so far.
+    /// Open connections severed by [`cut`](Self::cut)s and lost replies
+    /// ([`lose_next_reply`](Self::lose_next_reply)) so far.
     pub fn severed_connections(&self) -> u64 {
         self.state.severed.load(SeqCst)
     }
@@ -446,7 +484,15 @@ fn open_link(state: &Arc<State>, client: TcpStream, held: bool) -> Option<Link> 
                 .spawn(move || {
                     let record = way == "up" && reader_state.recording.load(SeqCst);
                     let flags = [&*reader_severed, &*reader_forgotten];
-                    pump(&reader_state, flags, from, chunks, record, held)
+                    pump(
+                        &reader_state,
+                        flags,
+                        from,
+                        chunks,
+                        record,
+                        held,
+                        way == "down",
+                    )
                 })
                 .expect("relay: spawn a pump"),
         );
@@ -476,7 +522,9 @@ type Chunk = (std::time::Instant, Vec<u8>);
 /// held when the link is severed is dropped. At the end `from` is shut
 /// down; [`deliver`] shuts the other socket down once it wrote what was
 /// read, so the other direction stops too. On a forgotten link (`severed`,
-/// `forgotten`) the first bytes read end it.
+/// `forgotten`) the first bytes read end it. `way_down`: `from` is the
+/// server's side, whose chunks a stall of replies holds and a lost reply
+/// drops (severing the link).
 fn pump(
     state: &State,
     [severed, forgotten]: [&AtomicBool; 2],
@@ -484,6 +532,7 @@ fn pump(
     chunks: std::sync::mpsc::Sender<Chunk>,
     record: bool,
     held: bool,
+    way_down: bool,
 ) {
     let stop = || severed.load(SeqCst) || state.closing();
     let mut buf = [0u8; 16 * 1024];
@@ -512,7 +561,18 @@ fn pump(
         }
         let read_at = std::time::Instant::now();
         let mut mode = state.lock_mode();
-        let stalled = |mode: &Mode| mode.stalled || (held && mode.stall_new);
+        if way_down && mode.lose_reply.is_some() {
+            let passed = mode.lose_reply.take().filter(|&n| n > 0);
+            mode.lose_reply = passed.map(|n| n - 1);
+            if passed.is_none() {
+                state.severed.fetch_add(1, SeqCst);
+                severed.store(true, SeqCst);
+                break;
+            }
+        }
+        let stalled = |mode: &Mode| {
+            mode.stalled || (held && mode.stall_new) || (way_down && mode.stall_replies)
+        };
         if stalled(&mode) {
             state.held_bytes.fetch_add(n as u64, SeqCst);
         }
