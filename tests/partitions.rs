@@ -17,6 +17,7 @@
 //! signal had fired (negative: the signal's thread ran later than the
 //! return, which says nothing about the lease itself).
 
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -1428,6 +1429,72 @@ fn a_change_a_campaign_or_a_set_whose_reply_is_lost_with_its_connection_is_answe
     }
     // One reply lost at each step: 3, and a take and a release of each part.
     assert_eq!(relay.severed_connections(), 9, "replies lost");
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+/// A server whose replies stop during a client's start (a one-way
+/// partition from one of the start's requests on: the request arrives, its
+/// reply is held back), each request in turn: `build` fails with
+/// `Connection` within its timeouts, and its message says what the start
+/// was doing and names the server, as the start's errors do. (Before, a
+/// start held up at its `INFO memory` said only "redis call timed out".)
+#[test]
+fn a_start_whose_replies_stop_at_any_step_says_where_and_keeps_its_timeouts() {
+    let server = RedisServer::start();
+    let (connect, command) = (Duration::from_millis(300), Duration::from_millis(300));
+    // The start's requests, its scripts loaded (as for every start below).
+    drop(server.client());
+    let relay = Relay::recording(server.port());
+    let (steps, client) = relay.during(|| Client::builder(&relay.url()).build().unwrap());
+    drop(client);
+    let start_held_at = |step: usize| {
+        let relay = Relay::recording(server.port());
+        relay.set_delay(Duration::from_millis(25));
+        let done = std::sync::atomic::AtomicBool::new(false);
+        thread::scope(|s| {
+            let stall = s.spawn(|| {
+                let sent = || relay.sent().len() > step;
+                wait_until(Duration::from_secs(5), || sent() || done.load(SeqCst));
+                sent().then(|| {
+                    relay.stall_replies();
+                    Instant::now()
+                })
+            });
+            let built = Client::builder(&relay.url())
+                .connect_timeout(connect)
+                .command_timeout(command)
+                .build();
+            done.store(true, SeqCst);
+            let stalled = stall.join().unwrap().expect("the start sent its requests");
+            let (took, url) = (stalled.elapsed(), relay.url());
+            relay.resume();
+            (built.map(drop), took, url)
+        })
+    };
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = (0..steps.len())
+            .map(|step| s.spawn(move || start_held_at(step)))
+            .collect();
+        let ends = runs.into_iter().map(|run| run.join().unwrap());
+        let wrong = steps
+            .iter()
+            .zip(ends)
+            .filter_map(|(what, (built, took, url))| {
+                eprintln!(
+                    "replies held from {what} on: {built:?} {:.0} ms later",
+                    ms(took)
+                );
+                // The subscription is waited for a connection and a reply.
+                let late = took > connect + command + Duration::from_millis(200);
+                match built {
+                    Err(err) if err.is_connection() && err.to_string().contains(&url) && !late => {
+                        None
+                    }
+                    other => Some(format!("held at {what}: {other:?} after {took:?}")),
+                }
+            });
+        wrong.collect()
+    });
     assert!(wrong.is_empty(), "{wrong:#?}");
 }
 

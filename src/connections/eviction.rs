@@ -57,7 +57,9 @@ pub(crate) fn check(
             let kind = ServerWarningKind::EvictionUnknown;
             return Ok(vec![ServerWarning::logged(kind, server, message)]);
         }
-        Err(err) => return Err(Error::from_redis(err)),
+        Err(err) => {
+            return Err(Error::from_redis(err).during(format_args!("INFO memory at {server}")))
+        }
     };
     // Each node's answer that says it may evict: a warning about the node
     // (its address), or the error.
