@@ -1574,3 +1574,77 @@ fn replies_lost_under_a_hold(server: &RedisServer, kind: Kind) -> Option<String>
         })
     })
 }
+
+/// A waiter's first request whose reply is lost with its connection (the
+/// request ran: it is queued), on a link of 100 ms each way, so that
+/// another client queues after it and before its repeat reaches Redis:
+/// the repeat is answered as the call it already ran, its place kept, and
+/// the waiters get the lock in their order of arrival, every kind.
+#[test]
+fn a_waiter_whose_first_reply_is_lost_keeps_its_place_ahead_of_a_later_one() {
+    let server = RedisServer::start();
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = Kind::EXCLUSIVE
+            .into_iter()
+            .map(|kind| {
+                let server = &server;
+                s.spawn(move || queued_with_a_lost_reply(server, kind))
+            })
+            .collect();
+        runs.into_iter()
+            .filter_map(|run| run.join().unwrap())
+            .collect()
+    });
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+fn queued_with_a_lost_reply(server: &RedisServer, kind: Kind) -> Option<String> {
+    let name = format!("lost-enqueue-{kind:?}");
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url()).build().unwrap();
+    let (holder, other, observer) = (server.client(), server.client(), server.client());
+    let forever = LeasePolicy::Client;
+    // The client's connections and subscription are open first.
+    let warm = take::<Bound>(&client, kind, &name, forever, Wait::forever());
+    warm.unwrap().expect("free").unlock().unwrap();
+    let held = take::<Unbound>(&holder, kind, &name, forever, Wait::forever());
+    let held = held.unwrap().expect("free");
+    let queue = || observer.status(kind.lock_kind(), &name, 10).unwrap();
+    relay.set_delay(Duration::from_millis(100));
+    relay.lose_next_reply();
+    let wait = Duration::from_secs(5);
+    thread::scope(|s| {
+        let first = s.spawn(|| {
+            take::<Bound>(&client, kind, &name, forever, wait)
+                .map(|g| g.map(|g| (g.fencing_token(), g.unlock().is_ok())))
+        });
+        assert!(
+            wait_until(wait, || queue().queue_len == 1),
+            "{kind:?}: not queued"
+        );
+        let later = s.spawn(|| {
+            take::<Unbound>(&other, kind, &name, forever, wait)
+                .map(|g| g.map(|g| (g.fencing_token(), g.unlock().is_ok())))
+        });
+        assert!(
+            wait_until(wait, || queue().queue_len == 2),
+            "{kind:?}: not queued"
+        );
+        // The repeat has reached Redis.
+        thread::sleep(Duration::from_millis(300));
+        let order: Vec<bool> = (queue().waiters.iter())
+            .map(|w| w.who.client_id() == client.id())
+            .collect();
+        held.unlock().unwrap();
+        let (first, later) = (first.join().unwrap(), later.join().unwrap());
+        let lost = relay.severed_connections();
+        eprintln!("{kind:?}: queued first: {order:?}; the first {first:?}, the later {later:?}");
+        let in_order = match (&first, &later) {
+            (Ok(Some((a, true))), Ok(Some((b, true)))) => a < b,
+            _ => false,
+        };
+        (order != [true, false] || !in_order || lost != 1).then(|| {
+            format!("{kind:?}: queue {order:?}, {first:?}, then {later:?}; {lost} replies lost")
+        })
+    })
+}
