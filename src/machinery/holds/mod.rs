@@ -553,16 +553,11 @@ pub(crate) struct Holds {
 
 impl Holds {
     /// Registers a guard on `hold`; a re-entrant guard joins the existing
-    /// hold of the same lock, owner and token, unless that one is counted
-    /// lost (it stays lost): Redis gives a token out again once it lost
-    /// its data (an older snapshot), to a new hold of any owner.
+    /// hold of the same lock and token.
     pub(crate) fn register(&self, hold: Hold) -> Arc<Hold> {
         let mut by_lock = self.by_lock.lock();
         let holds = by_lock.entry(Arc::clone(&hold.call.keys.lock)).or_default();
-        let same = |h: &&Arc<Hold>| {
-            h.token() == hold.token() && h.call.owner == hold.call.owner && !h.is_lost()
-        };
-        if let Some(known) = holds.iter().find(same) {
+        if let Some(known) = holds.iter().find(|h| h.token() == hold.token()) {
             known.guards.fetch_add(1, Ordering::Relaxed);
             return Arc::clone(known);
         }
@@ -579,7 +574,7 @@ impl Holds {
         let Some(holds) = by_lock.get_mut(hold.call.keys.lock()) else {
             return;
         };
-        if let Some(at) = holds.iter().position(|h| std::ptr::eq(&**h, hold)) {
+        if let Some(at) = holds.iter().position(|h| h.token() == hold.token()) {
             if holds[at].guards.fetch_sub(1, Ordering::Relaxed) == 1 {
                 holds.swap_remove(at).mark_released();
             }
