@@ -970,20 +970,7 @@ fn ours(observer: &Client, kind: Kind, name: &str, client: &Client) -> Vec<Strin
 /// unlock is `Ok`. Every kind, each on a relay of its own, at once.
 #[test]
 fn a_release_whose_reply_is_lost_frees_nobody_elses_hold() {
-    let server = RedisServer::start();
-    let wrong: Vec<String> = thread::scope(|s| {
-        let runs: Vec<_> = Kind::EXCLUSIVE
-            .into_iter()
-            .map(|kind| {
-                let server = &server;
-                s.spawn(move || release_with_a_lost_reply(server, kind))
-            })
-            .collect();
-        runs.into_iter()
-            .filter_map(|run| run.join().unwrap())
-            .collect()
-    });
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    every_exclusive_kind_at_once(release_with_a_lost_reply);
 }
 
 fn release_with_a_lost_reply(server: &RedisServer, kind: Kind) -> Option<String> {
@@ -1506,20 +1493,7 @@ fn a_start_whose_replies_stop_at_any_step_says_where_and_keeps_its_timeouts() {
 /// had kept it held for the guard). Every kind, at once.
 #[test]
 fn a_holder_whose_replies_are_lost_knows_first_and_its_release_passes_the_lock_on() {
-    let server = RedisServer::start();
-    let wrong: Vec<String> = thread::scope(|s| {
-        let runs: Vec<_> = Kind::EXCLUSIVE
-            .into_iter()
-            .map(|kind| {
-                let server = &server;
-                s.spawn(move || replies_lost_under_a_hold(server, kind))
-            })
-            .collect();
-        runs.into_iter()
-            .filter_map(|run| run.join().unwrap())
-            .collect()
-    });
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    every_exclusive_kind_at_once(replies_lost_under_a_hold);
 }
 
 fn replies_lost_under_a_hold(server: &RedisServer, kind: Kind) -> Option<String> {
@@ -1582,20 +1556,7 @@ fn replies_lost_under_a_hold(server: &RedisServer, kind: Kind) -> Option<String>
 /// the waiters get the lock in their order of arrival, every kind.
 #[test]
 fn a_waiter_whose_first_reply_is_lost_keeps_its_place_ahead_of_a_later_one() {
-    let server = RedisServer::start();
-    let wrong: Vec<String> = thread::scope(|s| {
-        let runs: Vec<_> = Kind::EXCLUSIVE
-            .into_iter()
-            .map(|kind| {
-                let server = &server;
-                s.spawn(move || queued_with_a_lost_reply(server, kind))
-            })
-            .collect();
-        runs.into_iter()
-            .filter_map(|run| run.join().unwrap())
-            .collect()
-    });
-    assert!(wrong.is_empty(), "{wrong:#?}");
+    every_exclusive_kind_at_once(queued_with_a_lost_reply);
 }
 
 fn queued_with_a_lost_reply(server: &RedisServer, kind: Kind) -> Option<String> {
@@ -1647,4 +1608,22 @@ fn queued_with_a_lost_reply(server: &RedisServer, kind: Kind) -> Option<String> 
             format!("{kind:?}: queue {order:?}, {first:?}, then {later:?}; {lost} replies lost")
         })
     })
+}
+
+/// Runs `run` for every exclusive kind at once, each on a thread of its
+/// own beside one server, and asserts that none said what went wrong.
+fn every_exclusive_kind_at_once(run: fn(&RedisServer, Kind) -> Option<String>) {
+    let server = RedisServer::start();
+    let wrong: Vec<String> = thread::scope(|s| {
+        let runs: Vec<_> = (Kind::EXCLUSIVE.into_iter())
+            .map(|kind| {
+                let server = &server;
+                s.spawn(move || run(server, kind))
+            })
+            .collect();
+        (runs.into_iter())
+            .filter_map(|run| run.join().unwrap())
+            .collect()
+    });
+    assert!(wrong.is_empty(), "{wrong:#?}");
 }
