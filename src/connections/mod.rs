@@ -330,9 +330,15 @@ fn at_address(info: ConnectionInfo, host: String, port: u16) -> ConnectionInfo {
     info.set_addr(addr)
 }
 
+/// The schemes of one server's URL, which the `redis` crate reads (a
+/// cluster's and Sentinels' are fairlock's own: `Topology`).
+const SERVER_SCHEMES: [&str; 6] = ["redis", "rediss", "valkey", "valkeys", "unix", "redis+unix"];
+
 fn invalid_url(err: redis::RedisError) -> Error {
-    let message = "invalid redis url (a scheme fairlock takes is redis, rediss, valkey, \
-                   valkeys, unix, redis+unix, redis+cluster or redis+sentinel)";
+    let message = format!(
+        "invalid redis url (a scheme fairlock takes is {}, redis+cluster or redis+sentinel)",
+        SERVER_SCHEMES.join(", ")
+    );
     Error::with_source(ErrorKind::InvalidConfig, message, err)
 }
 
@@ -340,10 +346,9 @@ fn invalid_url(err: redis::RedisError) -> Error {
 /// hidden: a cluster has several seeds); the schemes fairlock takes are
 /// listed only when its scheme is none of them.
 fn unreadable(url: &str, err: redis::RedisError) -> Error {
-    const SCHEMES: [&str; 6] = ["redis", "rediss", "valkey", "valkeys", "unix", "redis+unix"];
     let known = url
         .split_once("://")
-        .is_some_and(|(scheme, _)| SCHEMES.contains(&scheme));
+        .is_some_and(|(scheme, _)| SERVER_SCHEMES.contains(&scheme));
     if !known {
         return invalid_url(err);
     }
