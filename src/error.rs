@@ -140,9 +140,10 @@ pub(crate) enum Retry {
     /// The call failed with nothing held or queued, and the same call may
     /// succeed now: a multi-lock's part lost while the set waited.
     Call,
-    /// The call's change was made on the master, too few replicas saw it:
-    /// sent again, it would act anew on whoever holds the lock then (a
-    /// force release would free the next holder).
+    /// The call's change was made on the master, too few replicas saw it,
+    /// or may have been made (its reply never came): sent again, it would
+    /// act anew on whoever holds the lock then (a force release would free
+    /// the next holder).
     Made,
 }
 
@@ -434,10 +435,16 @@ impl Error {
         self.retried(Retry::Call)
     }
 
-    /// The same error, of a write made on the master all the same
-    /// (`Retry::Made`): not to be sent again.
+    /// The same error, of a write not to be sent again (`Retry::Made`) when
+    /// it was made on the master all the same (`NotReplicated`) or may have
+    /// been (sent, its reply never came); one refused before it ran keeps
+    /// its retry.
     pub(crate) fn made_all_the_same(self) -> Self {
-        self.retried(Retry::Made)
+        let may_have_run = matches!(self.retry, Retry::Unreachable | Retry::OtherConnection);
+        match self.kind == ErrorKind::NotReplicated || may_have_run {
+            true => self.retried(Retry::Made),
+            false => self,
+        }
     }
 
     /// The same error, whose call sent again does what `retry` says.

@@ -1090,3 +1090,45 @@ fn a_reentry_of_an_asked_hold_is_asked() {
     assert!(after.is_revoked(), "a re-entry of the asked hold");
     drop((after, before, first));
 }
+
+/// A revocation and a force unlock whose replies never come (the link
+/// stalls after the request went out) may have been made: their
+/// `Connection` error is not retryable, as the call sent again would act
+/// on whoever holds the lock then (a force unlock would free the hold it
+/// handed to the waiter). (Before, both said retryable, though the
+/// holder was asked, then freed, and the waiter had the lock.)
+#[test]
+fn an_admin_write_whose_reply_never_came_is_not_retryable() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let operator = Client::builder(&relay.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let (holder, waiting) = (quiet_client(&server), quiet_client(&server));
+    let name = "unanswered-admin";
+    let guard = holder.fair_mutex(name).unbound().lock().unwrap();
+    let mutex = waiting.fair_mutex(name).unbound();
+    let waiter = thread::spawn(move || mutex.lock());
+    let queued = || holder.fair_mutex(name).queue_len().unwrap() == 1;
+    assert!(wait_until(Duration::from_secs(5), queued));
+    for admin in ["revoke", "force_unlock"] {
+        relay.stall_replies();
+        let err = match admin {
+            "revoke" => operator.revoke(LockKind::Mutex, name).map(drop),
+            _ => operator.force_unlock(LockKind::Mutex, name).map(drop),
+        };
+        relay.resume();
+        let err = err.expect_err(admin);
+        assert_eq!(err.kind(), ErrorKind::Connection, "{admin}: {err}");
+        let made = match admin {
+            "revoke" => wait_until(Duration::from_secs(2), || guard.is_revoked()),
+            _ => wait_until(Duration::from_secs(2), || guard.is_lease_lost()),
+        };
+        assert!(made, "{admin}: made all the same");
+        assert!(!err.is_retryable(), "{admin}: {err}");
+    }
+    let next = join_within(waiter, Duration::from_secs(5), "the waiter").unwrap();
+    assert!(!next.is_lease_lost());
+    drop(guard);
+}

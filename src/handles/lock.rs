@@ -279,7 +279,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
     /// the change was made on the master but too few replicas saw it (not
     /// [retryable](crate::Error::is_retryable): sent again, it would act on
-    /// whoever holds the lock then).
+    /// whoever holds the lock then); nor is an
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) whose reply
+    /// never came, as the change may have been made (read
+    /// [`status`](Self::status) before sending it again).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
@@ -316,7 +319,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// [`ErrorKind::NotReplicated`](crate::ErrorKind::NotReplicated) when
     /// the change was made on the master but too few replicas saw it (not
     /// [retryable](crate::Error::is_retryable): sent again, it would act on
-    /// whoever holds the lock then).
+    /// whoever holds the lock then); nor is an
+    /// [`ErrorKind::Connection`](crate::ErrorKind::Connection) whose reply
+    /// never came, as the change may have been made (read
+    /// [`status`](Self::status) before sending it again).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

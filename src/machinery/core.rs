@@ -297,7 +297,10 @@ impl Core {
     pub(crate) fn force_release(&self, target: &Target) -> Result<Freed> {
         let call_key = self.call_key();
         let op = ForceRelease { call_key };
-        (self.write(target, "force release", &op)?.replicated()).map_err(Error::made_all_the_same)
+        let freed = self
+            .write(target, "force release", &op)
+            .and_then(|w| w.replicated());
+        freed.map_err(Error::made_all_the_same)
     }
 
     /// Asks every hold of the lock present now to let go; frees nothing.
@@ -305,7 +308,9 @@ impl Core {
     pub(crate) fn revoke(&self, target: &Target) -> Result<usize> {
         let call_key = self.call_key();
         let op = Revoke { call_key };
-        let revoked = self.write(target, "revoke", &op)?.replicated();
+        let revoked = self
+            .write(target, "revoke", &op)
+            .and_then(|w| w.replicated());
         let revoked: Revoked = revoked.map_err(Error::made_all_the_same)?;
         Ok(usize::try_from(revoked.holds).unwrap_or(usize::MAX))
     }
