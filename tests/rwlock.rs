@@ -1869,3 +1869,37 @@ fn a_silent_upgraders_claim_lapses_and_the_readers_behind_it_get_in() {
     let upgraded = join_within(upgrader, Duration::from_secs(10), "the upgrade");
     eprintln!("silent upgrader: the upgrade after the stall: {upgraded:?}");
 }
+
+/// An upgrade whose wait ends after its client counted the upgradable read
+/// lost (a fixed lease of 1.5 s, counted out 475 ms before Redis frees it
+/// by a drift allowance of 25% + 100 ms; the wait ends between the two)
+/// says `LeaseLost`, as one that is settled then does: it used to hand the
+/// read back as if it were still held (`Ok(Err(read))`, its
+/// `is_lease_lost()` true).
+#[test]
+fn an_upgrade_whose_wait_ends_after_its_read_was_counted_lost_says_lease_lost() {
+    let server = RedisServer::start();
+    let client = Client::builder(&server.url())
+        .clock_drift(0.25, Duration::from_millis(100))
+        .build()
+        .unwrap();
+    let name = "upgrade-counted-lost";
+    let upgradable = (client.fair_rwlock(name).unbound())
+        .with_fixed_lease(Duration::from_millis(1500))
+        .upgradable_read()
+        .unwrap();
+    let granted = Instant::now();
+    let other = server.client();
+    let read = other.fair_rwlock(name).read().unwrap();
+    let wait = Duration::from_millis(1250).saturating_sub(granted.elapsed());
+    let upgraded = upgradable.try_upgrade_for(wait);
+    let at = granted.elapsed();
+    let got = upgraded.map(|got| got.map_err(|read| read.is_lease_lost()));
+    eprintln!("upgrade ended {at:?} after the grant: {got:?}");
+    assert!(
+        at < Duration::from_millis(1450),
+        "{at:?}: Redis had freed it"
+    );
+    assert_eq!(got.map_err(|e| e.kind()).err(), Some(ErrorKind::LeaseLost));
+    drop(read);
+}

@@ -48,7 +48,11 @@ impl CallHold {
         let waiter = Arc::new(Waiter::new(claim.clone()));
         let token = match wait_in_queue(&*self, shared, &waiter, wait.deadline(), wait, labels) {
             Ok(Some(token)) => token,
-            Ok(None) => return Ok(false),
+            // The read given back unless it was counted lost meanwhile.
+            Ok(None) => {
+                drop(_changing);
+                return self.unless_lost(wait.ends_by(), started).map(|()| false);
+            }
             // Redis found the upgradable read gone (its claim withdrawn
             // with it): released, the release says why.
             Err(err) if err.is_lease_lost() => {
