@@ -1066,3 +1066,30 @@ fn a_part_asked_to_let_go_while_the_set_waits_is_revoked_in_the_guard() {
     assert!(multi.is_revoked());
     multi.unlock().unwrap();
 }
+
+/// A thread-bound set whose later part is refused (a write of a rwlock
+/// the thread reads: `UpgradeRefused`, nothing queued) says so naming
+/// that part, and gives back the part it took before it.
+#[test]
+fn a_bound_set_refused_at_a_later_part_names_it_and_gives_back_the_earlier() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let key = |name: &str, kind| LockKeys::of_kind("fairlock", name, kind).unwrap().all[0].clone();
+    let rw = "refused-rw";
+    let first = (0..100)
+        .map(|i| format!("refused-first-{i}"))
+        .find(|name| key(name, LockKind::Mutex) < key(rw, LockKind::RwLock))
+        .unwrap();
+    let read = client.fair_rwlock(rw).read().unwrap();
+    let set = client.fair_multi_lock([&first]).and_write(rw).bound();
+    let err = set.try_lock_for(Duration::from_secs(2)).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::UpgradeRefused, "{err}");
+    assert!(err.to_string().contains(rw), "names the part: {err}");
+    let other = server.client();
+    assert!(
+        !other.fair_mutex(&first).is_locked().unwrap(),
+        "the first part kept"
+    );
+    assert_eq!(other.fair_rwlock(rw).queue_len().unwrap(), 0);
+    drop(read);
+}

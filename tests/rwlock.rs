@@ -1903,3 +1903,30 @@ fn an_upgrade_whose_wait_ends_after_its_read_was_counted_lost_says_lease_lost() 
     assert_eq!(got.map_err(|e| e.kind()).err(), Some(ErrorKind::LeaseLost));
     drop(read);
 }
+
+/// A thread's write downgraded beside its re-entered write (write in
+/// write) lets nobody in: a reader of another client queued behind stays
+/// queued until the other write goes too; then it gets in beside the read.
+#[test]
+fn a_downgrade_beside_a_reentered_write_lets_nobody_in_until_that_write_goes() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let name = "downgrade-reentered";
+    let rw = client.fair_rwlock(name);
+    let (outer, inner) = (rw.write().unwrap(), rw.write().unwrap());
+    let (reader, got) = spawn_taker(&server, name, Want::Read, None);
+    await_queue_len(&rw, 1);
+    let read = inner.downgrade().unwrap();
+    assert!(read.fencing_token() > outer.fencing_token());
+    assert!(
+        got.recv_timeout(Duration::from_millis(300)).is_err(),
+        "a read beside a write"
+    );
+    assert_eq!(rw.queue_len().unwrap(), 1);
+    let outer = outer.downgrade().unwrap();
+    got.recv_timeout(Duration::from_secs(2))
+        .expect("the reader beside the two reads");
+    join_within(reader, Duration::from_secs(5), "the reader");
+    drop((outer, read));
+    assert_eq!(rw.status(10).unwrap().holder_count, 0);
+}
