@@ -445,3 +445,29 @@ fn a_step_forward_ends_a_fixed_lease_at_redis_before_its_own_end() {
     assert!(lost_after > Duration::from_secs(3), "{lost_after:?}");
     assert!(token > guard.fencing_token());
 }
+
+/// A semaphore's meta deleted by hand (or evicted) while two permits are
+/// held, a call queueing and leaving meanwhile (which writes the meta
+/// anew): once both holds are released, the next permit's token is still
+/// above theirs, as the clock alone keeps it after the meta is gone.
+#[test]
+fn a_semaphores_meta_deleted_while_held_gives_no_smaller_token() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let semaphore = client.fair_semaphore("meta-gone", 2);
+    let (a, b) = (semaphore.acquire().unwrap(), semaphore.acquire().unwrap());
+    let last = a.fencing_token().max(b.fencing_token());
+    let keys = LockKeys::of_kind("fairlock", "meta-gone", fairlock::LockKind::Semaphore).unwrap();
+    let () = server.conn().del(&keys.all[2]).unwrap();
+    let waited = semaphore
+        .try_acquire_for(Duration::from_millis(50))
+        .unwrap();
+    assert!(waited.is_none(), "both permits are held");
+    a.unlock().unwrap();
+    b.unlock().unwrap();
+    let next = semaphore.acquire().unwrap().fencing_token();
+    assert!(
+        next > last,
+        "token {next} after the meta was gone is not above {last}"
+    );
+}

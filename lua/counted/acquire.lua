@@ -189,6 +189,11 @@ local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity
   meta.capacity_s = string.match(ARGV[6], '^[1-9]%d*$') or fmt(capacity)
+  -- Nor any last token: the clock less one stands for it (a take now gets
+  -- the clock, as with the meta gone), so that a meta this call writes
+  -- without a take (queued behind holds its deletion left) gives the next
+  -- take no last + 1 below the tokens of those holds.
+  meta.last = fmt(now_us - 1)
 end
 
 -- The common case first: a new call (no live guard of this owner, not a
