@@ -471,3 +471,57 @@ fn a_semaphores_meta_deleted_while_held_gives_no_smaller_token() {
         "token {next} after the meta was gone is not above {last}"
     );
 }
+
+/// As above, for a reader-writer lock's meta deleted while an upgradable
+/// read and a read are held, its upgrade queueing and giving up meanwhile.
+#[test]
+fn a_rwlocks_meta_deleted_while_held_gives_no_smaller_token() {
+    let server = RedisServer::start();
+    let (client, other) = (server.client(), server.client());
+    let upgradable = client.fair_rwlock("meta-gone").upgradable_read().unwrap();
+    let read = other.fair_rwlock("meta-gone").read().unwrap();
+    let last = upgradable.fencing_token().max(read.fencing_token());
+    let keys = LockKeys::of_kind("fairlock", "meta-gone", fairlock::LockKind::RwLock).unwrap();
+    let () = server.conn().del(&keys.all[2]).unwrap();
+    let upgradable = (upgradable
+        .try_upgrade_for(Duration::from_millis(50))
+        .unwrap())
+    .expect_err("a read is held beside it");
+    upgradable.unlock().unwrap();
+    read.unlock().unwrap();
+    let next = client
+        .fair_rwlock("meta-gone")
+        .read()
+        .unwrap()
+        .fencing_token();
+    assert!(
+        next > last,
+        "token {next} after the meta was gone is not above {last}"
+    );
+}
+
+/// A semaphore's meta deleted while two permits are held: a revocation,
+/// then a force unlock, reach both holds by their messages at once (they
+/// named the meta's last token, 0 when it was gone, which no hold is up
+/// to), not at a watchdog round 10 s later, or for a revocation never.
+#[test]
+fn the_holds_a_deleted_meta_left_are_revoked_and_force_unlocked() {
+    let server = RedisServer::start();
+    let client = (server.builder())
+        .lease(Duration::from_secs(60))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    let semaphore = client.fair_semaphore("meta-gone", 2);
+    let (a, b) = (semaphore.acquire().unwrap(), semaphore.acquire().unwrap());
+    let keys = LockKeys::of_kind("fairlock", "meta-gone", fairlock::LockKind::Semaphore).unwrap();
+    let () = server.conn().del(&keys.all[2]).unwrap();
+    assert_eq!(semaphore.revoke().unwrap(), 2);
+    let told = || wait_until(Duration::from_secs(2), || a.is_revoked() && b.is_revoked());
+    assert!(told(), "the holds were not asked to let go");
+    assert!(semaphore.force_unlock().unwrap());
+    let lost = wait_until(Duration::from_secs(2), || {
+        a.is_lease_lost() && b.is_lease_lost()
+    });
+    assert!(lost, "the holds were not told they were force unlocked");
+}

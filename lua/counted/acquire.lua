@@ -147,7 +147,7 @@ if stored and guard == '0' and (ARGV[7] == '1' or ARGV[7] == ARGV[6])
   end
 end
 local now_us, now_ms = server_time()
-local meta = read_meta(now_ms, true, stored or false)
+local meta = read_meta(now_ms, true, stored or false, nil, now_us)
 -- (A capacity as the meta writes it is the meta's number, one unit 1.)
 local capacity = ARGV[6] == meta.capacity_s and not meta.set and meta.capacity
   or whole_arg(ARGV[6], 'capacity', 'units')
@@ -189,11 +189,6 @@ local fresh = not meta.capacity
 if fresh then
   meta.capacity = capacity
   meta.capacity_s = string.match(ARGV[6], '^[1-9]%d*$') or fmt(capacity)
-  -- Nor any last token: the clock less one stands for it (a take now gets
-  -- the clock, as with the meta gone), so that a meta this call writes
-  -- without a take (queued behind holds its deletion left) gives the next
-  -- take no last + 1 below the tokens of those holds.
-  meta.last = fmt(now_us - 1)
 end
 
 -- The common case first: a new call (no live guard of this owner, not a

@@ -42,7 +42,7 @@ if to ~= 1 and to ~= 2147483648 then
   fail('ERR fairlock: downgrade: a hold keeps 1 or 2147483648 units, got ' .. ARGV[6])
 end
 local now_us, now_ms = server_time()
-local meta = read_meta(now_ms)
+local meta = read_meta(now_ms, false, nil, nil, now_us)
 -- A reader-writer lock's capacity is known even when its meta is gone.
 meta.capacity = meta.capacity or 4294967295
 local member, units = hold_by_token(meta, token, owner, call, now_ms)

@@ -17,7 +17,7 @@
 -- PUBLISH per holding client.
 
 local now_us, now_ms = server_time()
-local meta = read_meta(now_ms)
+local meta = read_meta(now_ms, false, nil, nil, now_us)
 local before = forced_before()
 if before then
   return before + 0

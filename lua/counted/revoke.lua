@@ -25,8 +25,8 @@ local before = revoked_before()
 if before then
   return before
 end
-local _, now_ms = server_time()
-local meta = read_meta(now_ms)
+local now_us, now_ms = server_time()
+local meta = read_meta(now_ms, false, nil, nil, now_us)
 local owners = {}
 local lone = meta.lone
 if lone and lone.ends >= now_ms then

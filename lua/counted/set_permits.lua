@@ -36,7 +36,7 @@ local permits = whole_arg(ARGV[3], 'permits', 'units')
 local now_us, now_ms = server_time()
 -- The meta first: another format's lock stops the script before the prune
 -- writes its queue (docs/compatibility.md).
-local meta = read_meta(now_ms)
+local meta = read_meta(now_ms, false, nil, nil, now_us)
 prune(now_ms)
 local previous = meta.capacity or 0
 meta.capacity, meta.capacity_s, meta.set = permits, '=' .. fmt(permits), true

@@ -57,7 +57,7 @@ if mode ~= 'try' and mode ~= 'first' and mode ~= 'poll' and mode ~= 'cancel' the
 end
 local claim = owner .. ' ' .. call .. ' ' .. fmt(lease) .. ' ' .. fixed .. ' 2147483647'
 local now_us, now_ms = server_time()
-local meta = read_meta(now_ms)
+local meta = read_meta(now_ms, false, nil, nil, now_us)
 -- A reader-writer lock's capacity is known even when its meta is gone.
 meta.capacity = meta.capacity or 4294967295
 

@@ -113,8 +113,14 @@ end
 -- formatting them again (string.format costs about a third of a no-op
 -- EVALSHA). A value fairlock did not write stops the script before any
 -- write. The used units are live_used's unless `lazy` (a fast path that
--- learns whether the holders key is there from its own reads).
-local function read_meta(now_ms, lazy, stored, pttl)
+-- learns whether the holders key is there from its own reads). A meta
+-- gone keeps no last token: given `now_us` (the server clock in µs, by a
+-- caller that may write the meta anew or tell the holds up to the last
+-- token), the clock less one stands for it, so that a take then gets the
+-- clock, as with no meta, a meta written anew without a take (a call
+-- queued behind holds its deletion left) gives no later take a last + 1
+-- below the tokens issued before, and the holds it left are told.
+local function read_meta(now_ms, lazy, stored, pttl, now_us)
   if stored == nil then
     stored = redis.call('GET', META)
   end
@@ -132,7 +138,7 @@ local function read_meta(now_ms, lazy, stored, pttl)
     end
     -- (Whether anyone waits is not known: a queue key deleted by hand may
     -- outlive it.)
-    return { used = used, last = '0', mark = '', waiters = true }
+    return { used = used, last = now_us and fmt(now_us - 1) or '0', mark = '', waiters = true }
   end
   local capacity, token, owner, call, flag, fence, units, mark = string.match(stored,
     '^v@FORMAT@ (=?%d+) (%d+) (%S+)#(%d+) (%+?)(%d+) (%d+) (%S+)$')

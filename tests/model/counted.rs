@@ -235,6 +235,16 @@ impl Model {
         Ok(())
     }
 
+    /// The last token a call that reads the meta gone stands for it with
+    /// (lib/counted.lua's read_meta): the server clock at `now` (its µs,
+    /// `ServerState`'s) less one; else the model's.
+    fn last_as_read(&self, now: i64) -> u64 {
+        match self.capacity {
+            None => (now * 1000 + 499) as u64,
+            Some(_) => self.last,
+        }
+    }
+
     fn fresh(&mut self, i: usize, token: u64) -> Check {
         let hold = &mut self.holds[i];
         if hold.token == 0 {
@@ -369,6 +379,7 @@ impl Machine for Model {
         got: &AcquireReply,
     ) -> Check {
         if self.capacity.is_none() {
+            self.last = self.last_as_read(now);
             self.capacity = Some(call.ask_capacity());
         }
         let capacity = self.capacity.unwrap();
@@ -643,7 +654,7 @@ impl Machine for Model {
             got,
             &Revoked {
                 holds,
-                up_to: self.last,
+                up_to: self.last_as_read(now),
             },
         )
     }
@@ -651,6 +662,7 @@ impl Machine for Model {
     fn set_permits(&mut self, permits: u32, now: i64, got: &PermitsSet) -> Check {
         self.prune(now);
         let previous = self.capacity;
+        self.last = self.last_as_read(now);
         self.capacity = Some(permits);
         self.set = true;
         self.refused = 0;
