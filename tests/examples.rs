@@ -2,12 +2,17 @@
 //! 0, printing the line that shows its primitive's point. The examples are
 //! built once, by a nested `cargo build --examples` with this test's own
 //! features (so nothing else is rebuilt), then run one at a time with
-//! `REDIS_URL` set, each within 120 s.
+//! `REDIS_URL` set, each within 120 s; the demo beside another client's
+//! long scripts, as on a shared Redis, where no floor it prints may be
+//! above the figure it bounds.
 
 use std::collections::HashMap;
 use std::io::Read;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering::SeqCst};
+use std::sync::Arc;
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use fairlock_test_support::RedisServer;
@@ -126,6 +131,9 @@ fn every_example_runs_and_shows_its_point() {
         let exe = built
             .get(example)
             .unwrap_or_else(|| panic!("example {example} was not built: {built:?}"));
+        // Beside the demo, another client's scripts (50 ms, 20 ms apart),
+        // as on a shared Redis: its floors must stay below its figures.
+        let _others = (example == "demo").then(|| OtherScripts::start(&server));
         let started = Instant::now();
         let mut child = Command::new(exe)
             .args(args_of(example))
@@ -163,11 +171,59 @@ fn every_example_runs_and_shows_its_point() {
         );
         outputs.insert(example, stdout);
     }
+    for line in outputs["demo"]
+        .lines()
+        .filter(|l| l.contains("floor here:"))
+    {
+        let number = |after: &str| -> f64 {
+            let rest = line.rsplit(after).next().unwrap().trim_start();
+            rest.split(' ').next().unwrap().parse().unwrap()
+        };
+        assert!(
+            number("p50") >= number("= "),
+            "the demo's floor is above its figure: {line}"
+        );
+    }
     for &(example, expected) in EXAMPLES {
         let stdout = &outputs[example];
         assert!(
             stdout.contains(expected),
             "example {example} did not print {expected:?}:\n{stdout}"
         );
+    }
+}
+
+/// Another client running a 50 ms script every 20 ms until dropped.
+struct OtherScripts {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl OtherScripts {
+    fn start(server: &RedisServer) -> OtherScripts {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut conn = server.conn();
+        let stopped = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let busy = redis::Script::new(
+                "local t = redis.call('TIME') local from = t[1] * 1e6 + t[2] \
+                 repeat t = redis.call('TIME') until t[1] * 1e6 + t[2] - from >= 50000",
+            );
+            while !stopped.load(SeqCst) {
+                let () = busy.invoke(&mut conn).unwrap();
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        });
+        OtherScripts {
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for OtherScripts {
+    fn drop(&mut self) {
+        self.stop.store(true, SeqCst);
+        let _ = self.thread.take().unwrap().join();
     }
 }
