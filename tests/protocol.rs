@@ -16,8 +16,8 @@
 //! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of all
 //! of them, follows from the kind): strict FIFO handoff, the grant reaching its
 //! waiter by message and by poll, `try` never ahead of a queued waiter, an
-//! arrival under contention sending seven commands (the server's INFO
-//! commandstats), heartbeats that keep waiters and push every TTL while the
+//! arrival under contention sending seven commands and each fast path the
+//! commands its header names (the server's INFO commandstats), heartbeats that keep waiters and push every TTL while the
 //! unbeaten are dropped, and every key keeping a TTL through heartbeats,
 //! cancels and abandons in a mix, on all three kinds and on an election (the
 //! mutex's engine on an election's own keys); on the counted engine's two,
@@ -1930,5 +1930,99 @@ per_kind! {
                 "{state}: the other format's keys were written by {writers:?}"
             );
         }
+    }
+}
+
+per_kind! {
+    /// Each fast path sends the commands its script's header names
+    /// (lua/mutex/, lua/counted/; docs/performance.md), counted by the
+    /// server (`INFO commandstats`): the take of a free lock, its key gone
+    /// and not, GET and SET (TIME and EXISTS too when the key is gone, and
+    /// the counted engine's ZRANGEBYSCORE); a release with nobody waiting
+    /// GET and SET (a PTTL first when checked); a handoff GET, ZPOPMIN,
+    /// TIME, ZSCORE, ZREM, the queue's PTTL, SET and PUBLISH; the first
+    /// release after it, nobody queued since, GET, ZPOPMIN and SET; a
+    /// renewal of a lone hold GET, PTTL and a write (the counted engine's
+    /// TIME too). An election's scripts add their announcement to each
+    /// path that grants or frees: PUBLISH, LPUSH, LTRIM and PEXPIRE.
+    [mutex, semaphore, rwlock, election]
+    fn each_fast_path_sends_the_commands_its_header_names(k: LockKind) {
+        let mut s = k.lock("fast-paths");
+        let (ask, _) = slots(k, 1);
+        let counted = matches!(k, LockKind::Semaphore | LockKind::RwLock);
+        let want = |names: &[&str], announced: bool| {
+            let mut names = names.to_vec();
+            if announced && k == LockKind::Election {
+                names.extend(["publish", "lpush", "ltrim", "pexpire"]);
+            }
+            let mut counts: Vec<(String, u64)> = Vec::new();
+            for name in names {
+                match counts.iter_mut().find(|(n, _)| n == name) {
+                    Some((_, count)) => *count += 1,
+                    None => counts.push((name.to_owned(), 1)),
+                }
+            }
+            counts.sort();
+            counts
+        };
+        let take = |call: u64| Acquire {
+            ask,
+            owner: "a:1",
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: LONG,
+            mode: Mode::First,
+            call,
+            live_token: 0,
+        };
+        let release = |h: &Hold, checked: bool| Release {
+            owner: "a:1",
+            token: h.token,
+            call: h.call,
+            vouched_until: (!checked).then(|| Instant::now() + LONG),
+        };
+        let gone: &[&str] = if counted {
+            &["get", "set", "time", "exists", "zrangebyscore"]
+        } else {
+            &["get", "set", "time", "exists"]
+        };
+        assert_eq!(commands_sent(&mut s, k, &take(1)).1, want(gone, true), "the take, its key gone");
+        let a = s.hold_of("a:1", 1, ask);
+        let renew = Renew { owner: "a:1", token: a.token, first: a.token, call: 1, lease: Some(LONG) };
+        let renewal: &[&str] =
+            if counted { &["get", "time", "pttl", "set"] } else { &["get", "pttl", "pexpire"] };
+        assert_eq!(commands_sent(&mut s, k, &renew).1, want(renewal, false), "the renewal");
+        assert_eq!(commands_sent(&mut s, k, &release(&a, false)).1, want(&["get", "set"], true), "the release");
+        assert_eq!(commands_sent(&mut s, k, &take(2)).1, want(&["get", "set"], true), "the take");
+        let a = s.hold_of("a:1", 2, ask);
+        assert_eq!(
+            commands_sent(&mut s, k, &release(&a, true)).1,
+            want(&["get", "pttl", "set"], true),
+            "the release checked"
+        );
+        let a = s.take("a:1", 3, ask);
+        assert_eq!(s.queue("b:1", 4, ask), 0);
+        let handoff = ["get", "zpopmin", "time", "zscore", "zrem", "pttl", "set", "publish"];
+        assert_eq!(commands_sent(&mut s, k, &release(&a, false)).1, want(&handoff, true), "the handoff");
+        let b = s.hold_of("b:1", 4, ask);
+        let after = Release { owner: "b:1", ..release(&b, false) };
+        assert_eq!(
+            commands_sent(&mut s, k, &after).1,
+            want(&["get", "zpopmin", "set"], true),
+            "the release after the handoff"
+        );
+        if !counted {
+            return;
+        }
+        // Units of three: a take beside a lone hold, which moves into the
+        // holders zset with it, and beside two; the release of one of them.
+        let (one, mut s) = (k.one(3), k.lock("fast-paths-shared"));
+        let beside = |owner, call| Acquire { ask: one, owner, call, ..take(0) };
+        let x = s.take("x:1", 5, one);
+        let shared = ["get", "pttl", "time", "zadd", "pexpire", "set"];
+        assert_eq!(commands_sent(&mut s, k, &beside("y:1", 6)).1, want(&shared, false), "beside one");
+        assert_eq!(commands_sent(&mut s, k, &beside("z:1", 7)).1, want(&shared, false), "beside two");
+        let of_three = Release { owner: "x:1", ..release(&x, false) };
+        let freed = ["get", "time", "zrangebyscore", "zscore", "zrem", "set"];
+        assert_eq!(commands_sent(&mut s, k, &of_three).1, want(&freed, false), "one of three");
     }
 }

@@ -34,13 +34,14 @@
 -- An election's script also says on the election's channel who it gave
 -- the lock to, whenever it takes or hands it over (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N) in the number of waiters N (amortised over dropped dead
--- waiters); a free lock nobody waits for: GET and one SET, and a TIME and
--- an EXISTS when its key is gone (an election's: and one PUBLISH); an
--- arrival behind another's hold: GET, PTTL, TIME, then into an empty queue
--- ZADD, PEXPIRE and a SET of the lock key when it lacks its '+', or ZCARD,
--- ZADD, PEXPIRE when it has it (a hold handed over keeps it), and into a
--- queue of others ZCARD, ZRANGE, ZADD and its PTTL (PEXPIRE when it must
--- grow; ZRANGEBYSCORE and ZREM on every fourth arrival).
+-- waiters); a free lock nobody waits for: GET and one SET (an election's:
+-- and its announcement, PUBLISH, LPUSH, LTRIM and PEXPIRE, lib/mutex.lua's
+-- ANNOUNCE), and a TIME and an EXISTS when its key is gone; an arrival
+-- behind another's hold: GET, PTTL, TIME, then into an empty queue ZADD,
+-- PEXPIRE and a SET of the lock key when it lacks its '+', or ZCARD, ZADD,
+-- PEXPIRE when it has it (a hold handed over keeps it), and into a queue
+-- of others ZCARD, ZRANGE, ZADD and its PTTL (PEXPIRE when it must grow;
+-- ZRANGEBYSCORE and ZREM on every fourth arrival).
 
 local owner, call = ARGV[3], ARGV[4]
 local lease, px = lease_arg(ARGV[5])

@@ -29,10 +29,11 @@
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
 -- Cost: O(log N); with nobody waiting GET and one SET, and a PTTL when
--- checked (an election's: and one PUBLISH); handing over: GET, ZPOPMIN,
--- TIME, ZSCORE, ZREM, the queue's PTTL, SET and PUBLISH (the new hold
--- always with its '+'); with the '+' and nobody queued (the first release
--- after a handoff nobody joined since): GET, ZPOPMIN and SET.
+-- checked; handing over: GET, ZPOPMIN, TIME, ZSCORE, ZREM, the queue's
+-- PTTL, SET and PUBLISH (the new hold always with its '+'); with the '+'
+-- and nobody queued (the first release after a handoff nobody joined
+-- since): GET, ZPOPMIN and SET. An election's, on each: and its
+-- announcement, PUBLISH, LPUSH, LTRIM and PEXPIRE (lib/mutex.lua's ANNOUNCE).
 
 local call_key, token, check = ARGV[3], ARGV[4], ARGV[5]
 if check then
