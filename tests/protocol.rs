@@ -1672,6 +1672,20 @@ per_kind! {
     }
 }
 
+/// The commands `names`, each with how often it comes, as
+/// [`commands_sent`] gives them.
+fn counts(names: &[&str]) -> Vec<(String, u64)> {
+    let mut counts: Vec<(String, u64)> = Vec::new();
+    for &name in names {
+        match counts.iter_mut().find(|(n, _)| n == name) {
+            Some((_, count)) => *count += 1,
+            None => counts.push((name.to_owned(), 1)),
+        }
+    }
+    counts.sort();
+    counts
+}
+
 /// What `op` replied, run alone with the server's command counts reset
 /// before it, and the commands its script sent (`INFO commandstats`),
 /// sorted by name: the script's own call and the reset left out.
@@ -1955,15 +1969,7 @@ per_kind! {
             if announced && k == LockKind::Election {
                 names.extend(["publish", "lpush", "ltrim", "pexpire"]);
             }
-            let mut counts: Vec<(String, u64)> = Vec::new();
-            for name in names {
-                match counts.iter_mut().find(|(n, _)| n == name) {
-                    Some((_, count)) => *count += 1,
-                    None => counts.push((name.to_owned(), 1)),
-                }
-            }
-            counts.sort();
-            counts
+            counts(&names)
         };
         let take = |call: u64| Acquire {
             ask,
@@ -1985,13 +1991,16 @@ per_kind! {
         } else {
             &["get", "set", "time", "exists"]
         };
-        assert_eq!(commands_sent(&mut s, k, &take(1)).1, want(gone, true), "the take, its key gone");
+        let sent = commands_sent(&mut s, k, &take(1)).1;
+        assert_eq!(sent, want(gone, true), "the take, its key gone");
         let a = s.hold_of("a:1", 1, ask);
-        let renew = Renew { owner: "a:1", token: a.token, first: a.token, call: 1, lease: Some(LONG) };
+        let (token, lease) = (a.token, Some(LONG));
+        let renew = Renew { owner: "a:1", token, first: token, call: 1, lease };
         let renewal: &[&str] =
             if counted { &["get", "time", "pttl", "set"] } else { &["get", "pttl", "pexpire"] };
         assert_eq!(commands_sent(&mut s, k, &renew).1, want(renewal, false), "the renewal");
-        assert_eq!(commands_sent(&mut s, k, &release(&a, false)).1, want(&["get", "set"], true), "the release");
+        let sent = commands_sent(&mut s, k, &release(&a, false)).1;
+        assert_eq!(sent, want(&["get", "set"], true), "the release");
         assert_eq!(commands_sent(&mut s, k, &take(2)).1, want(&["get", "set"], true), "the take");
         let a = s.hold_of("a:1", 2, ask);
         assert_eq!(
@@ -2002,7 +2011,8 @@ per_kind! {
         let a = s.take("a:1", 3, ask);
         assert_eq!(s.queue("b:1", 4, ask), 0);
         let handoff = ["get", "zpopmin", "time", "zscore", "zrem", "pttl", "set", "publish"];
-        assert_eq!(commands_sent(&mut s, k, &release(&a, false)).1, want(&handoff, true), "the handoff");
+        let sent = commands_sent(&mut s, k, &release(&a, false)).1;
+        assert_eq!(sent, want(&handoff, true), "the handoff");
         let b = s.hold_of("b:1", 4, ask);
         let after = Release { owner: "b:1", ..release(&b, false) };
         assert_eq!(
@@ -2019,10 +2029,64 @@ per_kind! {
         let beside = |owner, call| Acquire { ask: one, owner, call, ..take(0) };
         let x = s.take("x:1", 5, one);
         let shared = ["get", "pttl", "time", "zadd", "pexpire", "set"];
-        assert_eq!(commands_sent(&mut s, k, &beside("y:1", 6)).1, want(&shared, false), "beside one");
-        assert_eq!(commands_sent(&mut s, k, &beside("z:1", 7)).1, want(&shared, false), "beside two");
+        let sent = commands_sent(&mut s, k, &beside("y:1", 6)).1;
+        assert_eq!(sent, want(&shared, false), "beside one");
+        let sent = commands_sent(&mut s, k, &beside("z:1", 7)).1;
+        assert_eq!(sent, want(&shared, false), "beside two");
         let of_three = Release { owner: "x:1", ..release(&x, false) };
         let freed = ["get", "time", "zrangebyscore", "zscore", "zrem", "set"];
         assert_eq!(commands_sent(&mut s, k, &of_three).1, want(&freed, false), "one of three");
+    }
+}
+
+per_kind! {
+    /// A counted call that queues sends the commands
+    /// lua/counted/acquire.lua's header names: behind a lone hold, with
+    /// nobody waiting, GET, PTTL, TIME, ZADD, PEXPIRE and a SET of the meta
+    /// (the header said "its four" where ZADD and PEXPIRE are two); beside
+    /// two holds EXISTS, ZSCORE and two ZRANGEBYSCOREs more, two ZSCOREs
+    /// more again for a write's call (the header named no EXISTS, and one
+    /// ZSCORE); a read that fits behind a queued write GET, PTTL, TIME,
+    /// EXISTS, ZRANGE, ZSCORE and join_queue's ZCARD, ZRANGE, ZADD and PTTL
+    /// (the header named no PTTL of the meta), beside two reads the holders
+    /// read in place of that PTTL.
+    [semaphore, rwlock]
+    fn a_counted_call_that_queues_sends_the_commands_its_header_names(k: LockKind) {
+        let (one, all) = (k.one(2), k.all(2));
+        let arrival = |owner, call, ask| Acquire {
+            ask,
+            owner,
+            lease: Lease::Renewed(LONG),
+            waiter_timeout: LONG,
+            mode: Mode::First,
+            call,
+            live_token: 0,
+        };
+        let alone = ["get", "pttl", "time", "zadd", "pexpire", "set"];
+        let holders = ["exists", "zscore", "zrangebyscore", "zrangebyscore"];
+        let forms: &[&str] = if k == LockKind::RwLock { &["zscore", "zscore"] } else { &[] };
+        let mut s = k.lock("queues-behind-one");
+        s.take("a:1", 1, one);
+        let sent = commands_sent(&mut s, k, &arrival("b:1", 2, all)).1;
+        assert_eq!(sent, counts(&alone), "behind one");
+        let joined = ["zcard", "zrange", "zadd", "pttl"];
+        if k == LockKind::RwLock {
+            let behind = ["get", "pttl", "time", "exists", "zrange", "zscore"];
+            let want = counts(&[&behind[..], &joined].concat());
+            let sent = commands_sent(&mut s, k, &arrival("c:1", 3, one)).1;
+            assert_eq!(sent, want, "a read behind a write");
+        }
+        let mut s = k.lock("queues-behind-two");
+        s.take("a:1", 1, one);
+        s.take("b:1", 2, one);
+        let want = counts(&[&alone[..], &holders, forms].concat());
+        let sent = commands_sent(&mut s, k, &arrival("c:1", 3, all)).1;
+        assert_eq!(sent, want, "behind two");
+        if k == LockKind::RwLock {
+            let no_pttl = ["get", "time", "exists", "zrange", "zscore"];
+            let want = counts(&[&no_pttl[..], &joined, &holders].concat());
+            let sent = commands_sent(&mut s, k, &arrival("d:1", 4, one)).1;
+            assert_eq!(sent, want, "a read behind a write, beside two reads");
+        }
     }
 }

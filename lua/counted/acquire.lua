@@ -74,12 +74,16 @@
 -- TIME, PTTL, ZADD, PEXPIRE (only when the holders' TTL must grow) and
 -- SET (and EXISTS of the queue, each, when the meta says waiters may be
 -- queued); a call that finds no room beside a lone hold, which only
--- queues: GET, PTTL, TIME and join_queue's five (behind a hold handed
--- over, into the queue it emptied: ZCARD, ZADD, PEXPIRE), or when the
--- meta says nobody waits its four and a SET of the meta (ZSCORE and two
--- ZRANGEBYSCOREs more beside two or more holds); one that fits behind a
--- queued head that does not (a read behind a queued write): GET, TIME,
--- EXISTS, ZRANGE, ZSCORE and join_queue's five.
+-- queues: GET, PTTL, TIME and join_queue's five (ZCARD, ZRANGE, ZADD, the
+-- queue's PTTL, and PEXPIRE when it must grow; behind a hold handed over,
+-- into the queue it emptied: ZCARD, ZADD, PEXPIRE), or when the meta says
+-- nobody waits ZADD, PEXPIRE and a SET of the meta; one that fits behind
+-- a queued head that does not (a read behind a queued write): GET, PTTL,
+-- TIME, EXISTS, ZRANGE, ZSCORE and join_queue's five. Beside two or more
+-- holds, each reads the holders too: EXISTS, ZSCORE and two
+-- ZRANGEBYSCOREs more (two ZSCOREs more again for a write's or an
+-- upgradable read's call, whose hold may have any of three sizes), and
+-- the one behind a queued head no PTTL of the meta.
 
 local owner, call = ARGV[3], ARGV[4]
 local lease, px = lease_arg(ARGV[5])
