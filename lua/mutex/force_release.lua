@@ -13,7 +13,9 @@
 -- channel, and its renewals find the lock gone should the message be lost.
 -- An election's script also says on the election's channel who it handed
 -- the lock to, or that the hold ended when it freed it (lib/mutex.lua: ANNOUNCE).
--- Cost: O(log N), and one PUBLISH.
+-- Cost: O(log N), and a PUBLISH to the holder's client, one more to the
+-- waiter it hands the lock to (an election's: and its announcement,
+-- PUBLISH, LPUSH, LTRIM and PEXPIRE).
 
 -- The lock key's mark says which call freed whose hold ("F<call key>
 -- <holder>"): a renewal of that hold tells a force release (renew.lua).
