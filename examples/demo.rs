@@ -195,6 +195,9 @@ fn main() -> Result<()> {
     let mut args = std::env::args().skip(1);
     let workers: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(8);
     let rounds: usize = args.next().map(|a| a.parse()).transpose()?.unwrap_or(25);
+    if workers == 0 || rounds == 0 {
+        bail!("WORKERS and ROUNDS are at least 1 (a handoff needs a worker and a round)");
+    }
 
     let (_server, url) = match std::env::var("REDIS_URL") {
         Ok(url) => (None, url),

@@ -184,6 +184,16 @@ fn every_example_runs_and_shows_its_point() {
             "the demo's floor is above its figure: {line}"
         );
     }
+    // No worker or no round: told, before any server is asked.
+    let nothing = Command::new(&built["demo"])
+        .args(["0", "3"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&nothing.stderr);
+    assert!(
+        !nothing.status.success() && said.contains("at least 1") && !said.contains("panicked"),
+        "demo 0 3: {said}"
+    );
     for &(example, expected) in EXAMPLES {
         let stdout = &outputs[example];
         assert!(
