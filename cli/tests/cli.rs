@@ -12,8 +12,10 @@ use cli_support::{
     assert_one_line_error, code, fairlock, fairlock_at, output, read_pid, sh, status_json, stderr,
     stdout, Proc, Scratch, BIN, PATIENCE,
 };
-use fairlock::Client;
-use fairlock_test_support::{join_within, pause_clients, wait_until, RedisServer, RefusedPort};
+use fairlock::{Client, Unbound};
+use fairlock_test_support::{
+    join_within, pause_clients, take, wait_until, Kind, LeasePolicy, RedisServer, RefusedPort,
+};
 
 #[test]
 fn the_exit_code_passes_through_and_the_command_gets_the_token() {
@@ -994,6 +996,59 @@ fn unlock_force_frees_a_stuck_lock_and_says_who_held_it() {
     );
     assert_eq!(code(&out), 0);
     assert!(stdout(&out).contains("was not held"), "{}", stdout(&out));
+}
+
+/// `unlock --force` of a lock whose holder's lease ran out, with a waiter
+/// queued, hands it to that waiter in the same step (the library's force
+/// release does): it said "was not held; nothing to do", the waiter
+/// holding it. (The waiter behind a hold granted by a handoff does not
+/// know when its lease ends: it would take it at its next heartbeat.)
+#[test]
+fn unlock_force_of_a_lease_run_out_says_whom_it_handed_the_lock_to() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    // Heartbeats every 10 s: the waiter does not take the lock by itself.
+    let waiting = (server.builder())
+        .lease(Duration::from_secs(30))
+        .waiter_timeout(Duration::from_secs(30))
+        .build()
+        .unwrap();
+    for kind in Kind::EXCLUSIVE {
+        let name = format!("ran-out-{kind:?}");
+        let status = || holder.status(kind.lock_kind(), &name, 0).unwrap();
+        let first = take::<Unbound>(&holder, kind, &name, LeasePolicy::Client, PATIENCE).unwrap();
+        let fixed = LeasePolicy::Fixed(Duration::from_millis(300));
+        let (client, queued) = (holder.clone(), name.clone());
+        let second =
+            std::thread::spawn(move || take::<Unbound>(&client, kind, &queued, fixed, PATIENCE));
+        assert!(wait_until(PATIENCE, || status().queue_len == 1), "{kind:?}");
+        let (client, queued) = (waiting.clone(), name.clone());
+        let head = std::thread::spawn(move || {
+            take::<Unbound>(&client, kind, &queued, LeasePolicy::Client, PATIENCE)
+        });
+        assert!(wait_until(PATIENCE, || status().queue_len == 2), "{kind:?}");
+        first.unwrap().unlock().unwrap();
+        let _ran_out = join_within(second, PATIENCE, "the second").unwrap();
+        assert!(
+            wait_until(PATIENCE, || status().holder_count == 0),
+            "{kind:?}"
+        );
+        assert!(!head.is_finished(), "{kind:?}: the head took it itself");
+        let flag = format!("--{}", kind.lock_kind().label());
+        let out = output(
+            fairlock(&server).args(["unlock", &name, "--force", &flag]),
+            PATIENCE,
+        );
+        let said = stdout(&out);
+        eprintln!("{kind:?}: {said}");
+        assert_eq!(code(&out), 0, "{kind:?}: {}", stderr(&out));
+        let guard = join_within(head, PATIENCE, "the head").unwrap();
+        assert!(guard.is_some(), "{kind:?}");
+        assert!(
+            !said.contains("nothing to do") && said.contains(waiting.id()),
+            "{kind:?}: {said}"
+        );
+    }
 }
 
 #[test]

@@ -8,7 +8,7 @@ use clap::Args;
 use fairlock::{Client, LockKind, Status};
 
 use super::{held_besides, kind_of, lock_name};
-use crate::kinds::Verbs;
+use crate::kinds::{plural, Verbs};
 use crate::report::{lease_left, lock_named, who};
 use crate::{exit, Connection, Failure};
 
@@ -77,8 +77,7 @@ pub fn exec(connection: &Connection, args: UnlockArgs) -> Result<i32, Failure> {
         .force_unlock_holder()
         .map_err(|e| unsure(e, LockKind::Mutex, name))?
     else {
-        let besides = held_besides(&client, LockKind::Mutex, name);
-        println!("fairlock: the mutex {name:?} was not held; nothing to do{besides}");
+        println!("{}", not_held(&client, LockKind::Mutex, name, &before));
         return Ok(0);
     };
     let mut text = format!(
@@ -112,22 +111,10 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> Result<i32,
     let freed = (client.force_unlock(kind, name)).map_err(|e| unsure(e, kind, name))?;
     let lock = lock_named(&before, name);
     if !freed {
-        let besides = held_besides(client, kind, name);
-        println!(
-            "fairlock: {lock} {}; nothing to do{besides}",
-            verbs.was_not_held
-        );
+        println!("{}", not_held(client, kind, name, &before));
         return Ok(0);
     }
-    let token = verbs.token;
-    let mut holders: Vec<String> = before
-        .holders
-        .iter()
-        .map(|holder| format!("{} ({token} {})", who(&holder.who), holder.fencing_token))
-        .collect();
-    if (1..before.holder_count).contains(&holders.len()) {
-        holders.push(format!("and {} more", before.holder_count - holders.len()));
-    }
+    let holders = holders(&before, verbs.token);
     println!(
         "fairlock: {} {lock}; it was {} {}",
         verbs.unlocked,
@@ -135,10 +122,43 @@ fn unlock_every_hold(client: &Client, kind: LockKind, name: &str) -> Result<i32,
         if holders.is_empty() {
             format!("a {} that came after the last read", verbs.holder)
         } else {
-            holders.join(", ")
+            holders
         }
     );
     Ok(0)
+}
+
+/// What `unlock` says when the force release freed no hold of the `kind`
+/// of lock `name`: nothing to do; or, when waiters were in line (`before`,
+/// read just before: a lease had run out) and hold it now, that it handed
+/// it on to them, as the force release does.
+fn not_held(client: &Client, kind: LockKind, name: &str, before: &Status) -> String {
+    let verbs = Verbs::of(kind);
+    let lock = format!("{} {}", lock_named(before, name), verbs.was_not_held);
+    match (client.status(kind, name, LISTED)).ok() {
+        Some(now) if before.queue_len > 0 && now.holder_count > 0 => format!(
+            "fairlock: {lock}, with {} in line; handed it on: now {} {}",
+            plural(before.queue_len, verbs.waiter),
+            verbs.held_by,
+            holders(&now, verbs.token)
+        ),
+        _ => format!(
+            "fairlock: {lock}; nothing to do{}",
+            held_besides(client, kind, name)
+        ),
+    }
+}
+
+/// The holders of `status`, each with its token (an election's term), and
+/// how many more hold it than it lists; "" when it lists none.
+fn holders(status: &Status, token: &str) -> String {
+    let mut holders: Vec<String> = (status.holders.iter())
+        .map(|holder| format!("{} ({token} {})", who(&holder.who), holder.fencing_token))
+        .collect();
+    if (1..status.holder_count).contains(&holders.len()) {
+        holders.push(format!("and {} more", status.holder_count - holders.len()));
+    }
+    holders.join(", ")
 }
 
 /// Most holders named.
