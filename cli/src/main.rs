@@ -101,7 +101,7 @@ mod watch;
 use std::time::Duration;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
-use fairlock::{Client, MAX_TIMEOUT};
+use fairlock::{Client, ClientBuilder, MAX_TIMEOUT};
 
 use commands::{elect, permits, revoke, run, status, unlock};
 
@@ -253,6 +253,72 @@ struct Cli {
     #[arg(short, long, global = true, display_order = 904)]
     verbose: bool,
 
+    /// The password the Sentinels of a `redis+sentinel://` URL require
+    /// (theirs: the URL's is the master's). Prefer the variable: arguments
+    /// show in `ps`.
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        env = "FAIRLOCK_SENTINEL_PASSWORD",
+        hide_env_values = true,
+        display_order = 905
+    )]
+    sentinel_password: Option<String>,
+
+    /// The ACL user the Sentinels are asked for, with --sentinel-password
+    /// (default: their `default` user).
+    #[arg(
+        long,
+        global = true,
+        value_name = "USER",
+        env = "FAIRLOCK_SENTINEL_USERNAME",
+        requires = "sentinel_password",
+        display_order = 906
+    )]
+    sentinel_username: Option<String>,
+
+    /// PEM root certificate(s) a `rediss://` server is checked against (a
+    /// private CA), instead of the system's roots: every server of the
+    /// URL, Sentinels too.
+    #[cfg(feature = "tls")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "FAIRLOCK_TLS_CA_CERT",
+        value_parser = pem_file,
+        display_order = 907
+    )]
+    tls_ca_cert: Option<String>,
+
+    /// PEM certificate (chain) presented to `rediss://` servers that ask
+    /// for one (mutual TLS), with --tls-key.
+    #[cfg(feature = "tls")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "FAIRLOCK_TLS_CERT",
+        value_parser = pem_file,
+        requires = "tls_key",
+        display_order = 908
+    )]
+    tls_cert: Option<String>,
+
+    /// PEM private key of --tls-cert.
+    #[cfg(feature = "tls")]
+    #[arg(
+        long,
+        global = true,
+        value_name = "FILE",
+        env = "FAIRLOCK_TLS_KEY",
+        value_parser = pem_file,
+        requires = "tls_cert",
+        display_order = 909
+    )]
+    tls_key: Option<String>,
+
     #[command(subcommand)]
     command: Command,
 }
@@ -315,6 +381,13 @@ fn key_prefix(text: &str) -> Result<String, String> {
     }
 }
 
+/// Reads the PEM file a `--tls-*` option names: one that cannot be read
+/// is a usage error (2), naming the option.
+#[cfg(feature = "tls")]
+fn pem_file(path: &str) -> Result<String, String> {
+    std::fs::read_to_string(path).map_err(|err| format!("cannot read {path:?}: {err}"))
+}
+
 /// The library's command timeout, which every client of fairlock keeps
 /// (its default, set explicitly so that what is counted on it holds).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(5);
@@ -324,11 +397,11 @@ pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Global settings every subcommand connects with.
 pub struct Connection {
     pub url: String,
-    pub key_prefix: String,
-    /// `--identity`, or USER@HOST:PID.
-    pub identity: String,
     /// `--connect-timeout`; the library's default without it.
     pub connect_timeout: Option<Duration>,
+    /// A client of `url` with every global setting (`--identity`, or
+    /// USER@HOST:PID).
+    pub builder: ClientBuilder,
 }
 
 impl Connection {
@@ -347,14 +420,7 @@ impl Connection {
     /// heartbeats the queued waits of `--fixed-lease`'s at its pace), or
     /// of the library's default.
     pub fn connect_leased(&self, lease: Option<Duration>) -> Result<Client, Failure> {
-        let mut builder = Client::builder(&self.url)
-            .key_prefix(self.key_prefix.clone())
-            .identity(self.identity.clone())
-            .waiter_timeout(run::WAITER_TIMEOUT)
-            .command_timeout(COMMAND_TIMEOUT);
-        if let Some(timeout) = self.connect_timeout {
-            builder = builder.connect_timeout(timeout);
-        }
+        let mut builder = self.builder.clone();
         if let Some(lease) = lease {
             builder = builder.lease(lease);
         }
@@ -452,10 +518,14 @@ fn one_line(error: &anyhow::Error) -> String {
 fn main() {
     // An empty variable is as unset, as most Unix tools take one.
     let mut command = Cli::command();
-    for (arg, var) in [("url", "REDIS_URL"), ("identity", "FAIRLOCK_IDENTITY")] {
-        if std::env::var_os(var).is_some_and(|value| value.is_empty()) {
-            command = command.mut_arg(arg, |arg| arg.env(None));
-        }
+    let empty: Vec<_> = (command.get_arguments())
+        .filter(|arg| {
+            (arg.get_env()).is_some_and(|var| std::env::var_os(var).is_some_and(|v| v.is_empty()))
+        })
+        .map(|arg| arg.get_id().clone())
+        .collect();
+    for arg in empty {
+        command = command.mut_arg(arg, |arg| arg.env(None));
     }
     let parsed = command.try_get_matches();
     let cli = match parsed.and_then(|matches| Cli::from_arg_matches(&matches)) {
@@ -484,11 +554,32 @@ fn main() {
     if cli.verbose {
         show_library_warnings();
     }
+    let mut builder = Client::builder(&cli.url)
+        .key_prefix(cli.key_prefix)
+        .identity(cli.identity.unwrap_or_else(identity::default))
+        .waiter_timeout(run::WAITER_TIMEOUT)
+        .command_timeout(COMMAND_TIMEOUT);
+    if let Some(timeout) = cli.connect_timeout {
+        builder = builder.connect_timeout(timeout);
+    }
+    if let Some(password) = cli.sentinel_password {
+        builder = builder.sentinel_password(password);
+    }
+    if let Some(user) = cli.sentinel_username {
+        builder = builder.sentinel_username(user);
+    }
+    #[cfg(feature = "tls")]
+    if let Some(pem) = cli.tls_ca_cert {
+        builder = builder.tls_root_cert_pem(pem);
+    }
+    #[cfg(feature = "tls")]
+    if let (Some(cert), Some(key)) = (cli.tls_cert, cli.tls_key) {
+        builder = builder.tls_client_cert_pem(cert, key);
+    }
     let connection = Connection {
         url: cli.url,
-        key_prefix: cli.key_prefix,
-        identity: cli.identity.unwrap_or_else(identity::default),
         connect_timeout: cli.connect_timeout,
+        builder,
     };
     let verbose = cli.verbose;
     // Whether the output is the answer: not for a command run under the

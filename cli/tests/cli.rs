@@ -1167,6 +1167,71 @@ fn the_url_comes_from_redis_url_when_not_given() {
         .is_some());
 }
 
+/// Every connection setting of the library's a command line needs, by
+/// flag or by variable: the Sentinels' own password (and user), a private
+/// CA's root, a client certificate and its key; here a TLS-only master
+/// asking for client certificates, behind a TLS-only Sentinel with a
+/// password. (The command could give none of them before.)
+#[cfg(feature = "tls")]
+#[test]
+fn the_sentinel_password_a_private_ca_and_a_client_certificate_reach_every_server() {
+    use fairlock_test_support::{Sentinel, SentinelSet, TlsFiles};
+    let files = TlsFiles::generate();
+    let master = RedisServer::start_tls_auth(&files, true);
+    let sentinel = Sentinel::start_tls(master.port(), &files, Some("sent-s3cret"));
+    let url = format!(
+        "rediss+sentinel://127.0.0.1:{}/{}",
+        sentinel.port(),
+        SentinelSet::master_name()
+    );
+    let path = |file: &std::path::Path| file.to_str().unwrap().to_owned();
+    let (ca, cert, key) = (
+        path(&files.ca_cert),
+        path(&files.client_cert),
+        path(&files.client_key),
+    );
+    let flags = ["--tls-ca-cert", &ca, "--tls-cert", &cert, "--tls-key", &key];
+    let password = ("FAIRLOCK_SENTINEL_PASSWORD", "sent-s3cret");
+    let run = |env: &[(&str, &str)], flags: &[&str]| {
+        let mut cmd = fairlock_at(&url);
+        cmd.envs(env.iter().copied())
+            .args(["--connect-timeout", "2s"])
+            .args(flags)
+            .args(["run", "tls", "--", "true"]);
+        output(&mut cmd, PATIENCE)
+    };
+    // The Sentinel names the master once its link to it is up.
+    let ran = || code(&run(&[password], &flags)) == 0;
+    assert!(
+        wait_until(PATIENCE, ran),
+        "{}",
+        stderr(&run(&[password], &flags))
+    );
+    // The same by variables, the Sentinels' user named.
+    let variables = [
+        password,
+        ("FAIRLOCK_SENTINEL_USERNAME", "default"),
+        ("FAIRLOCK_TLS_CA_CERT", &ca),
+        ("FAIRLOCK_TLS_CERT", &cert),
+        ("FAIRLOCK_TLS_KEY", &key),
+    ];
+    let out = run(&variables, &[]);
+    assert_eq!(code(&out), 0, "by variables: {}", stderr(&out));
+    // Without the Sentinels' password: refused credentials.
+    let out = run(&[], &flags);
+    assert_one_line_error(&out, 77, "no sentinel password");
+    assert!(stderr(&out).contains("sentinel"), "{}", stderr(&out));
+    // Without the client certificate: refused by the servers, a setting.
+    let out = run(&[password], &flags[..2]);
+    assert_one_line_error(&out, 78, "no client certificate");
+    // A file that cannot be read, a certificate without its key: usage.
+    let out = run(&[password], &["--tls-ca-cert", "/nonexistent/ca.pem"]);
+    assert_one_line_error(&out, 2, "an unreadable file");
+    assert!(stderr(&out).contains("--tls-ca-cert"), "{}", stderr(&out));
+    let out = run(&[password], &flags[..4]);
+    assert_one_line_error(&out, 2, "a certificate without its key");
+}
+
 /// A lock name over the library's limit (or any over-long value) is cut in
 /// the usage error: its first bytes and its length, not 64 KiB in one line.
 #[test]
