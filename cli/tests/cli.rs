@@ -1007,10 +1007,10 @@ fn unlock_force_frees_a_stuck_lock_and_says_who_held_it() {
 fn unlock_force_of_a_lease_run_out_says_whom_it_handed_the_lock_to() {
     let server = RedisServer::start();
     let holder = server.client();
-    // Heartbeats every 10 s: the waiter does not take the lock by itself.
+    // Heartbeats every 40 s: the waiter does not take the lock by itself.
     let waiting = (server.builder())
-        .lease(Duration::from_secs(30))
-        .waiter_timeout(Duration::from_secs(30))
+        .lease(Duration::from_secs(120))
+        .waiter_timeout(Duration::from_secs(120))
         .build()
         .unwrap();
     for kind in Kind::EXCLUSIVE {
