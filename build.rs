@@ -287,7 +287,10 @@ fn is_function(text: &str) -> bool {
 /// library's), with each value a call sets (`values`, library_head's) set
 /// before the top-level statement that first needs it, in an `election`'s
 /// version for an election's. Status only reads, so it runs on a server
-/// out of memory too (`no-writes`), as its EVALSHA does.
+/// out of memory too (`no-writes`), as its EVALSHA does; so do the calls
+/// that keep or give back what Redis has and add nothing (`allow-oom`, as
+/// Redis runs `PEXPIRE` and `DEL` there): a hold's renewal, its release or
+/// abandon, a wait's cancel.
 fn register(
     definitions: &[Definition],
     values: &[CallValue],
@@ -296,7 +299,11 @@ fn register(
     file: &str,
     body: &str,
 ) -> String {
-    let flags = if op == "status" { " 'no-writes' " } else { "" };
+    let flags = match op {
+        "status" => " 'no-writes' ",
+        "renew" | "release" | "abandon" | "cancel" => " 'allow-oom' ",
+        _ => "",
+    };
     // The library's version of each definition, or the election's.
     let text = |d: &Definition| match &d.election {
         Some(version) if election => version.clone(),

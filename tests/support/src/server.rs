@@ -336,15 +336,14 @@ impl RedisServer {
 
     /// Sets the server's memory limit (`maxmemory`, e.g. "100mb", "0" for
     /// none) and its `maxmemory-policy`.
+    /// One setting a `CONFIG SET`, as Redis 6.2 takes them.
     pub fn set_eviction(&self, maxmemory: &str, policy: &str) {
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("maxmemory")
-            .arg(maxmemory)
-            .arg("maxmemory-policy")
-            .arg(policy)
-            .query(&mut self.conn())
-            .expect("CONFIG SET maxmemory");
+        let mut conn = self.conn();
+        for (name, value) in [("maxmemory-policy", policy), ("maxmemory", maxmemory)] {
+            let () = (redis::cmd("CONFIG").arg("SET").arg(name).arg(value))
+                .query(&mut conn)
+                .expect("CONFIG SET maxmemory");
+        }
     }
 
     /// A server to restart: with `loading`, one that loads a snapshot for
