@@ -683,6 +683,33 @@ fn a_hold_whose_keys_were_evicted_is_told_lost_naming_an_eviction() {
     }
 }
 
+/// A semaphore's two permits whose holders key alone was evicted (a
+/// `volatile-ttl` server evicts the key nearest its expiry first: this one,
+/// whose TTL is the leases', not the meta's fence life), the meta kept:
+/// the script cannot tell that from a lease run out at Redis, and each
+/// unlock's error must still name an eviction among its causes (before:
+/// "its lease ran out there, or a force release freed it", neither true).
+#[test]
+fn permits_whose_holders_key_alone_was_evicted_name_an_eviction() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let semaphore = client.fair_semaphore("holders-evicted", 2);
+    let permits = [semaphore.acquire().unwrap(), semaphore.acquire().unwrap()];
+    let mut conn = server.conn();
+    let keys: Vec<String> = (redis::cmd("KEYS").arg("fairlock:*:sem:holders-evicted"))
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(keys.len(), 1, "the holders key: {keys:?}");
+    // An eviction is a deletion the server makes.
+    let () = redis::cmd("DEL").arg(&keys).query(&mut conn).unwrap();
+    for permit in permits {
+        let err = permit.unlock().expect_err("evicted");
+        eprintln!("holders key evicted: {err}");
+        assert_eq!(err.kind(), ErrorKind::LeaseLost, "{err}");
+        assert!(err.to_string().contains("eviction"), "{err}");
+    }
+}
+
 /// A reader-writer lock's holds whose keys Redis lost (a restart without
 /// its data; a `FLUSHALL`), changed at once, before the watchdog (10 s
 /// apart) finds them gone: a write's downgrade to a read and to an
@@ -798,7 +825,8 @@ fn a_change_of_access_of_a_hold_redis_lost_says_redis_lost_it() {
 /// `LeaseLost` within a second (94-97 ms), naming redis as what lost the
 /// read (its keys gone), as an unlock of it would, not the generic "no
 /// longer this hold's". (Only the holders key evicted, the meta kept, the
-/// renewal cannot tell that from a lease run out there: the generic reason.)
+/// renewal cannot tell that from a lease run out there: the generic reason,
+/// which names an eviction among its causes.)
 #[test]
 fn an_upgrade_waiting_while_its_read_is_deleted_says_redis_lost_it() {
     let server = RedisServer::start();

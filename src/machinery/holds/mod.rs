@@ -73,9 +73,10 @@ pub enum Revocation {
 }
 
 /// Why a hold that a call found gone was lost, when nothing else told
-/// this client why.
-pub(crate) const GONE: &str =
-    "redis says it is no longer this hold's (its lease ran out there, or a force release freed it)";
+/// this client why (an evicted key of several, the others kept, reads as
+/// a lease run out).
+pub(crate) const GONE: &str = "redis says it is no longer this hold's (its lease ran out there, a \
+                               force release freed it, or an eviction: see docs/failures.md)";
 
 /// The error of `call`'s hold of its lock (named by its keys), granted
 /// with `token`, found gone, for the reason `why`.
