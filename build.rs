@@ -289,8 +289,8 @@ fn is_function(text: &str) -> bool {
 /// version for an election's. Status only reads, so it runs on a server
 /// out of memory too (`no-writes`), as its EVALSHA does; so do the calls
 /// that keep or give back what Redis has and add nothing (`allow-oom`, as
-/// Redis runs `PEXPIRE` and `DEL` there): a hold's renewal, its release or
-/// abandon, a wait's cancel.
+/// Redis runs `PEXPIRE` and `DEL` there): a hold's renewal, its release,
+/// abandon or downgrade (in place), a wait's cancel.
 fn register(
     definitions: &[Definition],
     values: &[CallValue],
@@ -301,7 +301,7 @@ fn register(
 ) -> String {
     let flags = match op {
         "status" => " 'no-writes' ",
-        "renew" | "release" | "abandon" | "cancel" => " 'allow-oom' ",
+        "renew" | "release" | "abandon" | "cancel" | "downgrade" => " 'allow-oom' ",
         _ => "",
     };
     // The library's version of each definition, or the election's.

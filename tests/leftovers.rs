@@ -1958,8 +1958,9 @@ fn a_released_locks_keys_live_no_longer_than_its_lease_and_the_fence_life() {
 /// A server over its `maxmemory` (`noeviction`) refuses what would add
 /// data, not what keeps or gives back what it has, as Redis's own `PEXPIRE`
 /// and `DEL` run there: holds of every kind (lease 600 ms, renewed every
-/// 200 ms) outlive three leases of it, their unlocks free them, and a
-/// waiter whose deadline ends leaves the queue. Redis 6.2 calls scripts by EVALSHA, which carry no flags:
+/// 200 ms) outlive three leases of it, their unlocks free them, a write
+/// downgrades to a read (in place), and a waiter whose deadline ends
+/// leaves the queue. Redis 6.2 calls scripts by EVALSHA, which carry no flags:
 /// their first write that may add data is refused there.
 #[test]
 fn holds_are_renewed_and_given_back_over_maxmemory() {
@@ -1983,6 +1984,7 @@ fn holds_are_renewed_and_given_back_over_maxmemory() {
         semaphore.acquire().unwrap().into_any(),
         rwlock.write().unwrap().into_any(),
     ];
+    let write = client.fair_rwlock("over-maxmemory-downgraded").write();
     let waiter = other.fair_mutex("over-maxmemory");
     let impatient = std::thread::spawn(move || {
         let got = waiter.try_lock_for(Duration::from_millis(800));
@@ -2003,6 +2005,9 @@ fn holds_are_renewed_and_given_back_over_maxmemory() {
         .map(|hold| hold.is_lease_lost())
         .collect::<Vec<_>>();
     let released = holds.map(|hold| hold.unlock().map_err(|err| err.to_string()));
+    let downgraded = (write.unwrap().downgrade())
+        .and_then(|read| read.unlock())
+        .map_err(|err| err.to_string());
     let free = [mutex.is_locked(), semaphore.is_locked(), rwlock.is_locked()];
     server.set_eviction("0", "noeviction");
     eprintln!("leftovers: over maxmemory: waiter {ended:?}, {left} left queued; lost {lost:?}; released {released:?}");
@@ -2010,6 +2015,7 @@ fn holds_are_renewed_and_given_back_over_maxmemory() {
     assert_eq!(left, 0, "the waiter left the queue");
     assert_eq!(lost, [false; 3], "holds lost over maxmemory");
     assert!(released.iter().all(Result::is_ok), "{released:?}");
+    assert_eq!(downgraded, Ok(()), "a write downgraded, the read unlocked");
     assert!(
         free.iter().all(|locked| !locked.as_ref().unwrap()),
         "{free:?}"
