@@ -889,6 +889,30 @@ fn the_eviction_check_runs_as_the_acl_user_and_is_skipped_without_its_grant() {
     assert_eq!(err.kind(), ErrorKind::Permission, "{err}");
 }
 
+/// A server whose `INFO` is disabled (`rename-command INFO ""`, as some
+/// hardened or managed servers ship) cannot be asked its policy either:
+/// the client starts without the check, saying so, as for a user denied
+/// it, and fails only when it requires noeviction (before: every start
+/// failed, "INFO memory at ...: unknown command").
+#[test]
+fn a_server_without_info_starts_without_the_eviction_check() {
+    let server = RedisServer::start_with(&["--rename-command", "INFO", ""]);
+    let client = Client::open(&server.url()).expect("the check is skipped");
+    let warnings = client.warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert_eq!(warnings[0].kind(), ServerWarningKind::EvictionUnknown);
+    client
+        .fair_mutex("no-info")
+        .lock()
+        .unwrap()
+        .unlock()
+        .unwrap();
+    let err =
+        (server.builder().require_noeviction(true).build()).expect_err("cannot read the policy");
+    eprintln!("first_contact: no INFO, noeviction required: {err}");
+    assert!(err.to_string().contains("INFO memory"), "{err}");
+}
+
 #[test]
 fn unreachable_redis_is_a_connection_error_within_the_connect_timeout() {
     let port = RefusedPort::new();

@@ -36,9 +36,10 @@ fn may_evict(server: &str, info: &str) -> Option<String> {
 /// Reads the server's eviction settings on `conn` (on a cluster, every
 /// master's) and returns a warning for each that may evict (or, with
 /// `require_noeviction`, fails with [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig)). A user
-/// whose ACL does not grant `INFO memory` skips the check with a warning
-/// that it could not be made (or, with `require_noeviction`, fails with
-/// [`ErrorKind::Permission`](crate::ErrorKind::Permission)); an answer without the fields says nothing.
+/// whose ACL does not grant `INFO memory`, or a server without `INFO`
+/// (renamed away), skips the check with a warning that it could not be
+/// made (or, with `require_noeviction`, fails with what Redis said:
+/// [`ErrorKind::Permission`](crate::ErrorKind::Permission) for the ACL); an answer without the fields says nothing.
 pub(crate) fn check(
     conn: &mut dyn ConnectionLike,
     server: &str,
@@ -48,17 +49,27 @@ pub(crate) fn check(
     let answers = match redis::cmd("INFO").arg("memory").query::<Value>(conn) {
         Ok(Value::Map(nodes)) => nodes,
         Ok(one) => vec![(Value::SimpleString(server.to_owned()), one)],
-        Err(err) if err.code() == Some("NOPERM") && !require_noeviction => {
-            let message = format!(
-                "cannot tell whether redis at {server} may evict fairlock's keys: this \
-                 client's user may not run INFO memory (grant it +info|memory, as \
-                 docs/security.md's ACL line does)"
-            );
+        Err(err) => {
+            let why = match err.code() {
+                Some("NOPERM") => {
+                    "this client's user may not run INFO memory (grant it +info|memory, as \
+                     docs/security.md's ACL line does)"
+                }
+                _ if err
+                    .detail()
+                    .is_some_and(|d| d.starts_with("unknown command")) =>
+                {
+                    "it has no INFO command (renamed or disabled)"
+                }
+                _ => "",
+            };
+            if why.is_empty() || require_noeviction {
+                return Err(Error::from_redis(err).during(format_args!("INFO memory at {server}")));
+            }
+            let message =
+                format!("cannot tell whether redis at {server} may evict fairlock's keys: {why}");
             let kind = ServerWarningKind::EvictionUnknown;
             return Ok(vec![ServerWarning::logged(kind, server, message)]);
-        }
-        Err(err) => {
-            return Err(Error::from_redis(err).during(format_args!("INFO memory at {server}")))
         }
     };
     // Each node's answer that says it may evict: a warning about the node

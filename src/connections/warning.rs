@@ -21,7 +21,8 @@ pub enum ServerWarningKind {
     /// reaches them too): a held lock can vanish under memory pressure.
     MayEvict,
     /// The client's user may not read the eviction policy (its ACL denies
-    /// `INFO memory`), so whether the server may evict is unknown.
+    /// `INFO memory`, or the server has no `INFO`), so whether the server
+    /// may evict is unknown.
     EvictionUnknown,
 }
 

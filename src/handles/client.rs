@@ -851,9 +851,10 @@ impl ClientBuilder {
     /// and another client take it). Without it (the default) the client logs a
     /// warning once at start instead. Either way the policy is read once, at
     /// start, with `INFO memory` (docs/security.md's ACL line grants it); on a
-    /// cluster, from every master. A user whose ACL does not grant it skips the
-    /// check, or with this setting fails with
-    /// [`ErrorKind::Permission`](crate::ErrorKind::Permission).
+    /// cluster, from every master. A user whose ACL does not grant it, or a
+    /// server without `INFO` (renamed away), skips the check, or with this
+    /// setting fails ([`ErrorKind::Permission`](crate::ErrorKind::Permission)
+    /// for the ACL).
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {
