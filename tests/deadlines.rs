@@ -745,7 +745,7 @@ fn a_wait_that_ends_with_its_poll_in_flight_has_the_lock_it_took_given_back_at_o
         .waiter_timeout(Duration::from_secs(120))
         .build()
         .unwrap();
-    let fixed = Duration::from_millis(1500);
+    let fixed = Duration::from_millis(900);
     let mut late = Vec::new();
     for round in 0..10 {
         let name = format!("poll-in-flight-{round}");
