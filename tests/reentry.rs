@@ -1,7 +1,8 @@
 //! Re-entry of a mutex: the thread that holds it locks it again at once
 //! and gets a second guard with the same fencing token; the hold count
 //! counts the guards, the lock stays held until the last goes, and another
-//! thread of the same client is another owner that waits.
+//! thread of the same client is another owner that waits. A thread's owner
+//! id is its own to the end, its thread-locals' destructors included.
 
 use std::time::{Duration, Instant};
 
@@ -78,4 +79,45 @@ fn a_lock_of_a_thread_whose_guard_was_counted_lost_takes_a_new_hold() {
     assert_eq!(err.kind(), fairlock::ErrorKind::LeaseLost, "{err}");
     assert_eq!(mutex.hold_count().unwrap(), 1);
     again.unlock().unwrap();
+}
+
+/// A thread-local's destructor that locks a mutex as its thread ends (a
+/// per-thread buffer flushed under the lock): it gets the lock and releases
+/// it. Destructors run in the reverse order of the thread-locals' first
+/// use, so this one, used before the thread's first lock, runs after
+/// fairlock's own (its thread's owner id) is gone. (Before, the lock call
+/// panicked there, "cannot access a Thread Local Storage value during or
+/// after destruction", which a thread-local's destructor turns into an
+/// abort of the process; the destructor here catches it to report it.)
+#[test]
+fn a_thread_locals_destructor_locks_as_its_thread_ends() {
+    type Locked = std::thread::Result<fairlock::Result<u64>>;
+    struct AtExit(fairlock::FairMutex, std::sync::mpsc::Sender<Locked>);
+    impl Drop for AtExit {
+        fn drop(&mut self) {
+            let lock = || self.0.lock().map(|guard| guard.fencing_token());
+            let _ = self
+                .1
+                .send(std::panic::catch_unwind(std::panic::AssertUnwindSafe(lock)));
+        }
+    }
+    thread_local! {
+        static AT_EXIT: std::cell::RefCell<Option<AtExit>> = const { std::cell::RefCell::new(None) };
+    }
+    let server = RedisServer::start();
+    let mutex = server.client().fair_mutex("at-thread-exit");
+    let (locked_tx, locked) = std::sync::mpsc::channel();
+    let at_exit = AtExit(mutex.clone(), locked_tx);
+    let (first, thread_mutex) = (mutex.lock().unwrap().fencing_token(), mutex.clone());
+    let thread = std::thread::spawn(move || {
+        AT_EXIT.with_borrow_mut(|slot| *slot = Some(at_exit));
+        thread_mutex.lock().unwrap().unlock().unwrap();
+    });
+    let locked = locked
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the destructor ran");
+    join_within(thread, Duration::from_secs(10), "the ending thread");
+    let token = (locked.expect("the destructor's lock panicked")).unwrap();
+    assert!(token > first, "token {token} after {first}");
+    assert!(!mutex.is_locked().unwrap());
 }

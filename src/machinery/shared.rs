@@ -104,10 +104,13 @@ impl Shared {
             // The thread's number never changes: the client and suffix may.
             let same =
                 |id: &str| owner::client_of(id) == Some(client) && owner::caller_of(id).1 == suffix;
-            return BOUND_OWNER.with_borrow_mut(|last| match last {
+            let built = || -> Arc<str> { owner::build(client, "", number, suffix).into() };
+            // Built anew in a thread-local's destructor run after this one's.
+            return (BOUND_OWNER.try_with(|last| match &mut *last.borrow_mut() {
                 Some(id) if same(id) => Arc::clone(id),
-                _ => Arc::clone(last.insert(owner::build(client, "", number, suffix).into())),
-            });
+                last => Arc::clone(last.insert(built())),
+            }))
+            .unwrap_or_else(|_| built());
         };
         owner::build(client, "u", Decimal::of(call).as_str(), suffix).into()
     }
