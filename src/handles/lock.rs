@@ -462,9 +462,11 @@ impl<K: HoldKind, O: Ownership> Guard<K, O> {
     /// The fencing token of this hold: larger than the token of every
     /// earlier hold of this name, by any client, even across a Redis
     /// restart that lost all its data, but not one that brought back older
-    /// data (docs/guarantees.md; re-entrant guards of a thread share
-    /// their outer guard's). Pass it to the resource you protect and have
-    /// it reject writes carrying a smaller token than one it has seen.
+    /// data (docs/guarantees.md; a mutex's re-entrant guards of a thread
+    /// share their outer guard's, a reader-writer lock's re-entry is a hold
+    /// of its own, with a larger token). Pass it to the resource you
+    /// protect and have it reject writes carrying a smaller token than one
+    /// it has seen.
     ///
     /// ```no_run
     /// # fn main() -> fairlock::Result<()> {

@@ -45,9 +45,10 @@ pub trait Ownership: sealed::Sealed + Clone + Send + Sync + std::fmt::Debug + 's
 }
 
 /// Acquisitions owned by the thread that makes them: a thread that holds a
-/// mutex or a reader-writer lock takes it again at once (a second guard of
-/// the same hold), and such guards stay on their thread (`Sync`, not
-/// `Send`: [`MoveOnlyWithUnbound`]), as `std::sync::MutexGuard` does. The default of the mutex, the
+/// mutex or a reader-writer lock takes it again at once (a mutex's: a second
+/// guard of the same hold, with its token; a reader-writer lock's: a hold of
+/// its own beside it, with a larger token), and such guards stay on their
+/// thread (`Sync`, not `Send`: [`MoveOnlyWithUnbound`]), as `std::sync::MutexGuard` does. The default of the mutex, the
 /// semaphore and the reader-writer lock (see [which is the
 /// default](Ownership#which-is-the-default)).
 ///
