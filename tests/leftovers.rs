@@ -2020,4 +2020,51 @@ fn holds_are_renewed_and_given_back_over_maxmemory() {
         free.iter().all(|locked| !locked.as_ref().unwrap()),
         "{free:?}"
     );
+
+/// A thread that panics while it holds (a guard of each kind, thread-bound,
+/// one re-entered; a multi-lock; a leadership) releases every hold as it
+/// unwinds, as a std guard does: nothing held or queued after it, each
+/// lease signal told `Released`.
+#[test]
+fn a_thread_that_panics_while_holding_releases_every_hold_as_it_unwinds() {
+    let server = RedisServer::start();
+    let client = server.client();
+    let holder = client.clone();
+    let panicked = std::thread::spawn(move || {
+        let mut signals = Vec::new();
+        let mut held = Vec::new();
+        for kind in [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write] {
+            let name = format!("panics-{kind:?}");
+            let guard = take::<Bound>(&holder, kind, &name, LeasePolicy::Client, Wait::forever());
+            held.push(guard.unwrap().expect("free"));
+        }
+        held.push(holder.fair_mutex("panics-Mutex").lock().unwrap().into_any());
+        signals.extend(held.iter().map(|guard| guard.lease_signal()));
+        let set = holder
+            .fair_multi_lock(["panics-a", "panics-b"])
+            .lock()
+            .unwrap();
+        signals.extend(set.parts().iter().map(|part| part.lease_signal()));
+        let leadership = holder.election("panics").campaign().unwrap();
+        signals.push(leadership.lease_signal());
+        std::panic::panic_any(signals);
+    });
+    let signals = panicked.join().expect_err("the thread panicked");
+    let signals = signals.downcast::<Vec<fairlock::LeaseSignal>>().unwrap();
+    for signal in signals.iter() {
+        assert_eq!(signal.ended(), Some(fairlock::LeaseEnd::Released));
+    }
+    let locks = [Kind::Mutex, Kind::Semaphore, Kind::Read, Kind::Write]
+        .map(|kind| (kind.lock_kind(), format!("panics-{kind:?}")));
+    let others = [
+        ("panics-a", fairlock::LockKind::Mutex),
+        ("panics-b", fairlock::LockKind::Mutex),
+    ];
+    let others = others.map(|(name, kind)| (kind, name.to_owned()));
+    let election = (fairlock::LockKind::Election, "panics".to_owned());
+    for (kind, name) in locks.into_iter().chain(others).chain([election]) {
+        let status = client.status(kind, &name, 10).unwrap();
+        assert!(status.holders.is_empty(), "{kind:?} {name}: {status:?}");
+        assert_eq!(status.queue_len, 0, "{kind:?} {name}");
+    }
 }
