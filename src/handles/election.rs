@@ -348,7 +348,9 @@ pub struct Leader {
     pub value: String,
     /// Its term: the fencing token of its leadership.
     pub term: u64,
-    /// Who it is: its owner id, `<client id>:u<call>@<value>`.
+    /// Who it is: its owner id, `<client id>:u<call>@<value>`
+    /// (`<client id>:<thread number>@<value>` for a
+    /// [bound](crate::FairLock::bound) campaign).
     pub who: Participant,
     /// Lease left on its leadership when read; `None` for a leader a watch
     /// knew only from its message (it led no more when the watch read the

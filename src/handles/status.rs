@@ -271,7 +271,8 @@ impl Participant {
     /// thread's acquisitions, `<client id>:u<call>` for an
     /// [unbound](crate::FairMutex::unbound) one, then `@<identity>` when
     /// the client has one; an [election](crate::Election)'s candidate is
-    /// `<client id>:u<call>@<value>`.
+    /// `<client id>:u<call>@<value>` (a [bound](crate::FairLock::bound)
+    /// one's `<client id>:<thread number>@<value>`).
     ///
     /// ```
     /// let who = fairlock::Participant::new("6f1c9e2ab0d54e3f8a7b1c2d3e4f5a6b:u12@web-3");
