@@ -2020,6 +2020,7 @@ fn holds_are_renewed_and_given_back_over_maxmemory() {
         free.iter().all(|locked| !locked.as_ref().unwrap()),
         "{free:?}"
     );
+}
 
 /// A thread that panics while it holds (a guard of each kind, thread-bound,
 /// one re-entered; a multi-lock; a leadership) releases every hold as it
