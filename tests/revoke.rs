@@ -1046,25 +1046,59 @@ fn an_admin_write_too_few_replicas_saw_is_not_retryable() {
         .sync_replicas(1, Duration::from_millis(100))
         .build()
         .unwrap();
-    let (holder, waiting) = (quiet_client(&server), quiet_client(&server));
-    let name = "unreplicated-admin";
+    admin_writes_made_all_the_same(&server, ErrorKind::NotReplicated, |admin| admin(&operator));
+}
+
+/// A revocation and a force unlock whose replies never come (the link
+/// stalls after the request went out) may have been made: their
+/// `Connection` error is not retryable, as the call sent again would act
+/// on whoever holds the lock then (a force unlock would free the hold it
+/// handed to the waiter). (Before, both said retryable, though the
+/// holder was asked, then freed, and the waiter had the lock.)
+#[test]
+fn an_admin_write_whose_reply_never_came_is_not_retryable() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let operator = Client::builder(&relay.url())
+        .command_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    admin_writes_made_all_the_same(&server, ErrorKind::Connection, |admin| {
+        relay.stall_replies();
+        let result = admin(&operator);
+        relay.resume();
+        result
+    });
+}
+
+/// A revocation, then a force unlock, of a mutex held by one client and
+/// waited for by another, each sent by `send` (given the call on an
+/// operator client): each fails with `kind`, not retryable, though it was
+/// made (the holder asked, then freed; the waiter has the lock).
+fn admin_writes_made_all_the_same(
+    server: &RedisServer,
+    kind: ErrorKind,
+    send: impl Fn(&dyn Fn(&Client) -> fairlock::Result<()>) -> fairlock::Result<()>,
+) {
+    let (holder, waiting) = (quiet_client(server), quiet_client(server));
+    let name = "admin-made-all-the-same";
     let guard = holder.fair_mutex(name).unbound().lock().unwrap();
     let mutex = waiting.fair_mutex(name).unbound();
     let waiter = thread::spawn(move || mutex.lock());
     let queued = || holder.fair_mutex(name).queue_len().unwrap() == 1;
     assert!(wait_until(Duration::from_secs(5), queued));
     for admin in ["revoke", "force_unlock"] {
-        let err = match admin {
-            "revoke" => operator.revoke(LockKind::Mutex, name).map(|_| ()),
-            _ => operator.force_unlock(LockKind::Mutex, name).map(|_| ()),
-        }
-        .expect_err("no replica saw it");
-        assert_eq!(err.kind(), ErrorKind::NotReplicated, "{admin}: {err}");
+        let err = send(&|operator: &Client| match admin {
+            "revoke" => operator.revoke(LockKind::Mutex, name).map(drop),
+            _ => operator.force_unlock(LockKind::Mutex, name).map(drop),
+        })
+        .expect_err(admin);
+        assert_eq!(err.kind(), kind, "{admin}: {err}");
         let made = match admin {
             "revoke" => wait_until(Duration::from_secs(2), || guard.is_revoked()),
             _ => wait_until(Duration::from_secs(2), || guard.is_lease_lost()),
         };
-        assert!(made, "{admin}: made on the master");
+        assert!(made, "{admin}: made all the same");
         assert!(!err.is_retryable(), "{admin}: {err}");
     }
     let next = join_within(waiter, Duration::from_secs(5), "the waiter").unwrap();
@@ -1089,46 +1123,4 @@ fn a_reentry_of_an_asked_hold_is_asked() {
     assert_eq!(after.fencing_token(), first.fencing_token());
     assert!(after.is_revoked(), "a re-entry of the asked hold");
     drop((after, before, first));
-}
-
-/// A revocation and a force unlock whose replies never come (the link
-/// stalls after the request went out) may have been made: their
-/// `Connection` error is not retryable, as the call sent again would act
-/// on whoever holds the lock then (a force unlock would free the hold it
-/// handed to the waiter). (Before, both said retryable, though the
-/// holder was asked, then freed, and the waiter had the lock.)
-#[test]
-fn an_admin_write_whose_reply_never_came_is_not_retryable() {
-    let server = RedisServer::start();
-    let relay = Relay::start(server.port());
-    let operator = Client::builder(&relay.url())
-        .command_timeout(Duration::from_millis(300))
-        .build()
-        .unwrap();
-    let (holder, waiting) = (quiet_client(&server), quiet_client(&server));
-    let name = "unanswered-admin";
-    let guard = holder.fair_mutex(name).unbound().lock().unwrap();
-    let mutex = waiting.fair_mutex(name).unbound();
-    let waiter = thread::spawn(move || mutex.lock());
-    let queued = || holder.fair_mutex(name).queue_len().unwrap() == 1;
-    assert!(wait_until(Duration::from_secs(5), queued));
-    for admin in ["revoke", "force_unlock"] {
-        relay.stall_replies();
-        let err = match admin {
-            "revoke" => operator.revoke(LockKind::Mutex, name).map(drop),
-            _ => operator.force_unlock(LockKind::Mutex, name).map(drop),
-        };
-        relay.resume();
-        let err = err.expect_err(admin);
-        assert_eq!(err.kind(), ErrorKind::Connection, "{admin}: {err}");
-        let made = match admin {
-            "revoke" => wait_until(Duration::from_secs(2), || guard.is_revoked()),
-            _ => wait_until(Duration::from_secs(2), || guard.is_lease_lost()),
-        };
-        assert!(made, "{admin}: made all the same");
-        assert!(!err.is_retryable(), "{admin}: {err}");
-    }
-    let next = join_within(waiter, Duration::from_secs(5), "the waiter").unwrap();
-    assert!(!next.is_lease_lost());
-    drop(guard);
 }
