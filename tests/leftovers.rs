@@ -2069,3 +2069,141 @@ fn a_thread_that_panics_while_holding_releases_every_hold_as_it_unwinds() {
         assert_eq!(status.queue_len, 0, "{kind:?} {name}");
     }
 }
+
+/// A wait whose end comes while Redis refuses writes for a reason that
+/// passes (`NOREPLICAS`: fewer replicas than `min-replicas-to-write`; a
+/// failed snapshot's `MISCONF` is refused the same way), so that its leave
+/// of the queue is refused too: every kind (a mutex's, a semaphore's, a
+/// write's and a read's `try_*_for`, an election's campaign, a multi-lock
+/// queued for its second part, a wait cancelled by its canceller) ends by
+/// its deadline as a wait does whose leave a stall holds, `Ok(None)`, not
+/// with "nothing changed (try again once this passes)" while its entry
+/// stayed queued (before); once the refusal passes, the watchdog gives back
+/// what it left (the entry; a grant made to it meanwhile: the holders
+/// unlock as the setting is lifted), so every lock is free and nobody
+/// queued.
+#[test]
+fn a_wait_whose_leave_is_refused_for_now_ends_empty_and_its_entry_is_given_back() {
+    use fairlock::LockKind::{Election, Mutex, RwLock, Semaphore};
+    type Waiting = Box<dyn FnOnce() -> fairlock::Result<bool> + Send>;
+    let server = RedisServer::start();
+    let holder = server.client();
+    let waiter = server.builder().lease(Duration::from_millis(600));
+    let waiter = waiter.build().unwrap();
+    let replicas = |n: &str| {
+        let set = redis::cmd("CONFIG")
+            .arg("SET")
+            .arg("min-replicas-to-write")
+            .arg(n)
+            .clone();
+        set.query::<()>(&mut server.conn()).unwrap();
+    };
+    let name = |what: &str| format!("refused-leave-{what}");
+    let (mutex, rwlock) = (
+        |what| holder.fair_mutex(&name(what)),
+        |what| holder.fair_rwlock(&name(what)),
+    );
+    let guards = [
+        mutex("mutex").lock().unwrap().into_any(),
+        (holder
+            .fair_semaphore(&name("semaphore"), 1)
+            .acquire()
+            .unwrap())
+        .into_any(),
+        rwlock("write").write().unwrap().into_any(),
+        rwlock("read").write().unwrap().into_any(),
+        (holder
+            .election(&name("election"))
+            .bound()
+            .campaign()
+            .unwrap())
+        .into_any(),
+        mutex("multi-b").lock().unwrap().into_any(),
+        mutex("cancel").lock().unwrap().into_any(),
+    ];
+    let (wait, cancel) = (Duration::from_millis(800), fairlock::WaitCanceller::new());
+    let c = waiter.clone();
+    let waits: [(&str, Waiting); 7] = [
+        (
+            "mutex",
+            Box::new(move || Ok(c.fair_mutex(&name("mutex")).try_lock_for(wait)?.is_none())),
+        ),
+        ("semaphore", {
+            let semaphore = waiter.fair_semaphore(&name("semaphore"), 1);
+            Box::new(move || Ok(semaphore.try_acquire_for(wait)?.is_none()))
+        }),
+        ("write", {
+            let rwlock = waiter.fair_rwlock(&name("write"));
+            Box::new(move || Ok(rwlock.try_write_for(wait)?.is_none()))
+        }),
+        ("read", {
+            let rwlock = waiter.fair_rwlock(&name("read"));
+            Box::new(move || Ok(rwlock.try_read_for(wait)?.is_none()))
+        }),
+        ("election", {
+            let election = waiter.election(&name("election"));
+            Box::new(move || Ok(election.try_campaign_for(wait)?.is_none()))
+        }),
+        ("multi-lock", {
+            let set = waiter.fair_multi_lock([name("multi-a"), name("multi-b")]);
+            Box::new(move || Ok(set.try_lock_for(wait)?.is_none()))
+        }),
+        ("cancel", {
+            let (mutex, waiting) = (
+                waiter.fair_mutex(&name("cancel")),
+                Wait::forever().cancelled_by(&cancel),
+            );
+            Box::new(move || Ok(mutex.lock_with(waiting)?.is_none()))
+        }),
+    ];
+    let locks = [
+        (Mutex, "mutex"),
+        (Semaphore, "semaphore"),
+        (RwLock, "write"),
+        (RwLock, "read"),
+        (Election, "election"),
+        (Mutex, "multi-b"),
+        (Mutex, "cancel"),
+        (Mutex, "multi-a"),
+    ];
+    // Each lock's queue length and holders, as Redis has them.
+    let seen = || {
+        locks.map(|(kind, what)| {
+            let status = holder.status(kind, &name(what), 10).unwrap();
+            (status.queue_len, status.holder_count)
+        })
+    };
+    let started = Instant::now();
+    let threads = waits.map(|(what, waiting)| (what, std::thread::spawn(waiting)));
+    let queued = |status: [(usize, usize); 8]| status.map(|(queued, _)| queued);
+    assert!(
+        wait_until(Duration::from_millis(600), || queued(seen())
+            == [1, 1, 1, 1, 1, 1, 1, 0]),
+        "every waiter queues: {:?}",
+        seen()
+    );
+    replicas("1");
+    cancel.cancel();
+    let ended = threads.map(|(what, thread)| {
+        let got = join_within(thread, Duration::from_secs(5), what);
+        (what, got.map_err(|err| err.to_string()), started.elapsed())
+    });
+    replicas("0");
+    let unlocked = guards.map(|guard| guard.unlock().map_err(|err| err.to_string()));
+    let lifted = Instant::now();
+    let given_back = wait_until(Duration::from_secs(3), || seen() == [(0, 0); 8]);
+    eprintln!(
+        "leftovers: waits ended with their leave refused: {ended:?}; all given back {given_back} \
+         {:?} after the lift",
+        lifted.elapsed()
+    );
+    for (what, got, took) in ended {
+        assert_eq!(got, Ok(true), "{what}: the wait ends empty");
+        assert!(
+            took < wait + Duration::from_millis(500),
+            "{what}: ended after {took:?}"
+        );
+    }
+    assert!(unlocked.iter().all(Result::is_ok), "{unlocked:?}");
+    assert!(given_back, "left queued or held: {:?}", seen());
+}

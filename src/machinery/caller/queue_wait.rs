@@ -330,7 +330,8 @@ fn kept<Q: Queued>(queued: &Q, waiter: &Waiter, got: Q::Got) -> Option<Q::Got> {
 /// The leave that ends a wait past its `deadline` (or cancelled, a
 /// deadline come early): it takes no longer than its grace, which follows
 /// the link (a stalled server or an outage: the watchdog abandons the call
-/// once Redis answers).
+/// once Redis answers; a refusal that passes, `NOREPLICAS` or `MISCONF`,
+/// ends it the same way, once Redis takes the abandon).
 fn leave_at_end<Q: Queued>(
     queued: &Q,
     shared: &Shared,
@@ -340,7 +341,9 @@ fn leave_at_end<Q: Queued>(
     let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
     let grace = link_grace(waiter.round_trip(), 1, shared.config().command_timeout);
     match queued.leave(waiter, Limit::within(by + grace)) {
-        Err(err) if out_of_time(&err, Some(by)) => queued.out_of_time(waiter, err),
+        Err(err) if out_of_time(&err, Some(by)) || err.is_refused_for_now() => {
+            queued.out_of_time(waiter, err)
+        }
         left => left,
     }
 }
