@@ -132,7 +132,7 @@ pub fn waiter_text(waiter: &QueuedWaiter) -> String {
 /// token indented below.
 pub fn to_text(name: &str, report: &Report) -> String {
     let mut out = String::new();
-    let _ = writeln!(out, "lock:       {name}");
+    let _ = writeln!(out, "lock:       {name:?}");
     for status in &report.locks {
         lock_text(&mut out, status);
     }

@@ -70,7 +70,7 @@ fn a_busy_semaphore_shows_its_holders_and_queue_and_no_free_mutex() {
     assert_eq!(code(&out), 0, "{}", stderr(&out));
     let text = stdout(&out);
     let lines: Vec<&str> = text.lines().collect();
-    assert_eq!(lines[0], "lock:       jobs", "{text}");
+    assert_eq!(lines[0], "lock:       \"jobs\"", "{text}");
     assert_eq!(lines[1], "semaphore:  2 permits, 2 held, 0 free", "{text}");
     // Each fairlock by its default identity, USER@HOST:PID, then its client.
     for line in &lines[2..4] {
@@ -168,14 +168,14 @@ fn a_name_with_nothing_in_use_shows_the_free_mutex_and_a_kind_asked_for() {
     };
     assert_eq!(
         status(&[]),
-        "lock:       idle\n\
+        "lock:       \"idle\"\n\
          mutex:      free\n  \
          queue:    empty\n  \
          last token: none recorded\n"
     );
     assert_eq!(
         status(&["--semaphore", "--rwlock"]),
-        "lock:       idle\n\
+        "lock:       \"idle\"\n\
          semaphore:  permits unknown, 0 held\n  \
          queue:    empty\n  \
          last token: none recorded\n\
@@ -189,7 +189,7 @@ fn a_name_with_nothing_in_use_shows_the_free_mutex_and_a_kind_asked_for() {
     let permit = client.fair_semaphore("idle", 3).acquire().unwrap();
     let text = status(&["--mutex", "--semaphore"]);
     assert!(
-        text.starts_with("lock:       idle\nmutex:      free\n"),
+        text.starts_with("lock:       \"idle\"\nmutex:      free\n"),
         "{text}"
     );
     assert!(
@@ -204,7 +204,7 @@ fn a_name_with_nothing_in_use_shows_the_free_mutex_and_a_kind_asked_for() {
     // An election without a leader is vacant, with no term recorded.
     assert_eq!(
         status(&["--election"]),
-        "lock:       idle\n\
+        "lock:       \"idle\"\n\
          election:   vacant\n  \
          queue:    empty\n  \
          last term: none recorded\n"
@@ -237,7 +237,7 @@ fn an_election_s_status_names_its_leader_and_term() {
     let term = leadership.term();
     assert_eq!(
         lines[..2],
-        ["lock:       sched", "election:   led"],
+        ["lock:       \"sched\"", "election:   led"],
         "{text}"
     );
     assert!(
@@ -637,4 +637,20 @@ fn a_limit_of_zero_lists_no_holder_and_no_waiter_of_any_kind() {
         assert_eq!(lock["holder_count"], 1, "{kind:?}: {json}");
         assert_eq!(lock["queue_len"], 1, "{kind:?}: {json}");
     }
+}
+
+/// A name is any bytes: its `lock:` line quotes and escapes it, as every
+/// other line naming it does, so that a newline keeps the layout and an
+/// escape sequence does not reach the terminal. It was printed raw.
+#[test]
+fn a_name_with_a_newline_or_an_escape_is_quoted() {
+    let server = RedisServer::start();
+    let name = "two\nlines\x1b[2J";
+    let out = output(fairlock(&server).args(["status", name]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains('\x1b'), "{text:?}");
+    let first = text.lines().next().unwrap();
+    assert_eq!(first, r#"lock:       "two\nlines\u{1b}[2J""#, "{text:?}");
+    assert_eq!(text.lines().nth(1), Some("mutex:      free"), "{text:?}");
 }
