@@ -173,8 +173,8 @@ impl Lock {
         self.client.status(self.kind(), &self.name, max)
     }
 
-    /// Who holds the lock now, as "client ID, token N" ("term N", an
-    /// election's leader) (with "(one of N
+    /// Who holds the lock now, as `status` names it, then "token N"
+    /// ("term N", an election's leader) (with "(one of N
     /// holders)", or "(the only holder)", for a lock of several holders,
     /// and the access of a reader-writer lock's first other holder by
     /// lease end); `None` if nobody else or unknown: not this client,
@@ -184,8 +184,8 @@ impl Lock {
         let mine = self.client.id();
         let holder = (status.holders.iter()).find(|h| h.who.client_id() != mine)?;
         let mut text = format!(
-            "client {}, {} {}",
-            holder.who.client_id(),
+            "{}, {} {}",
+            crate::report::who(&holder.who),
             self.verbs().token,
             holder.fencing_token
         );
