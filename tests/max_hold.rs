@@ -377,3 +377,32 @@ fn a_max_hold_out_of_bounds_is_refused_before_any_io() {
         .unwrap();
     assert!(keys.is_empty(), "a refused call wrote {keys:?}");
 }
+
+/// A thread's re-entry through a handle with a maximum hold joins the
+/// hold it re-enters, which has none: the cap is not applied (the docs of
+/// `with_max_hold` say so), the hold is renewed past it.
+#[test]
+fn a_re_entry_with_a_max_hold_joins_an_outer_hold_without_one() {
+    let server = RedisServer::start();
+    let client = server
+        .builder()
+        .lease(Duration::from_millis(600))
+        .waiter_timeout(Duration::from_millis(300))
+        .build()
+        .unwrap();
+    let outer = client.fair_mutex("capped-inside").lock().unwrap();
+    let capped = client.fair_mutex("capped-inside");
+    let inner = capped
+        .with_max_hold(Duration::from_millis(300))
+        .lock()
+        .unwrap();
+    assert_eq!(inner.fencing_token(), outer.fencing_token());
+    let signal = inner.lease_signal();
+    assert_eq!(signal.wait_timeout(Duration::from_millis(1500)), None);
+    let status = client
+        .status(fairlock::LockKind::Mutex, "capped-inside", 1)
+        .unwrap();
+    assert_eq!(status.holder_count, 1, "renewed past the inner cap");
+    drop(inner);
+    outer.unlock().unwrap();
+}

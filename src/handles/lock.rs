@@ -106,7 +106,10 @@ impl<K: Kind, O: Ownership> FairLock<K, O> {
     /// on when the lease ends (the last renewal asks for no more than is
     /// left of `max_hold`, and the grant itself for no more than
     /// `max_hold` and a watchdog period). A hold that cannot outlive its
-    /// purpose, even if its thread hangs. It replaces a [fixed lease](Self::with_fixed_lease)
+    /// purpose, even if its thread hangs. A thread's re-entry of its mutex
+    /// joins the hold it re-enters and keeps that hold's maximum: through
+    /// this handle, a re-entry of a hold taken without one is not capped.
+    /// It replaces a [fixed lease](Self::with_fixed_lease)
     /// set before. Outside [`MIN_LEASE`](crate::MIN_LEASE)`..=`[`MAX_LEASE`](crate::MAX_LEASE),
     /// each acquiring call reports
     /// [`ErrorKind::InvalidConfig`](crate::ErrorKind::InvalidConfig) before
