@@ -62,7 +62,9 @@ pub fn in_use(status: &Status) -> bool {
         || matches!(status.capacity, Capacity::Permits(_))
 }
 
-/// Who a participant is, the way `status` and `unlock` name it.
+/// Who a participant is, the way `status` and `unlock` name it; what
+/// Redis holds escaped (an owner id fairlock did not write may hold any
+/// byte).
 pub fn who(p: &Participant) -> String {
     let id = match p.thread() {
         Some(thread) => format!("client {} thread {thread}", p.client_id()),
@@ -72,6 +74,8 @@ pub fn who(p: &Participant) -> String {
         Some(identity) => format!("{identity} ({id})"),
         None => id,
     }
+    .escape_debug()
+    .to_string()
 }
 
 /// A lock of the name as `unlock` and `revoke` say it: `the mutex

@@ -629,3 +629,40 @@ fn watch_says_its_outage_once(
     assert_eq!(code(&watch.finish(PATIENCE)), 0);
     leadership.unlock().unwrap();
 }
+
+/// What `--watch` prints of a leader is what the election's history in
+/// Redis holds, whoever wrote it: a value with an escape sequence is
+/// printed escaped, not raw to the terminal. It was printed raw.
+#[test]
+fn a_watched_value_with_an_escape_is_printed_escaped() {
+    let server = RedisServer::start();
+    let scratch = Scratch::new("elect-escape");
+    let out = scratch.path("out");
+    let watch = Proc::spawn(
+        fairlock(&server)
+            .args(["elect", "escape", "--watch"])
+            .stdout(Stdio::from(File::create(&out).unwrap())),
+    );
+    lines(&out, 1);
+    use fairlock::__test_support::LockKeys;
+    let keys = LockKeys::of_kind("fairlock", "escape", fairlock::LockKind::Election).unwrap();
+    let mut conn = server.conn();
+    let history = &keys.common()[2];
+    let entry = "0 7 evil\x1b[2J c:u1@evil\x1b[2J";
+    let _: i64 = redis::cmd("LPUSH")
+        .arg(history)
+        .arg(entry)
+        .query(&mut conn)
+        .unwrap();
+    // Its channel's message has it read the history at once.
+    let published: i64 = (redis::cmd("PUBLISH").arg("fairlock:election:escape"))
+        .arg(&entry[2..])
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(published, 1, "the watch listens");
+    let said = lines(&out, 2);
+    watch.signal("TERM");
+    assert_eq!(code(&watch.finish(PATIENCE)), 0);
+    assert!(!said[1].contains('\x1b'), "{said:?}");
+    assert!(said[1].contains(r"leader evil\u{1b}[2J term 7"), "{said:?}");
+}

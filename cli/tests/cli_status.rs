@@ -654,3 +654,19 @@ fn a_name_with_a_newline_or_an_escape_is_quoted() {
     assert_eq!(first, r#"lock:       "two\nlines\u{1b}[2J""#, "{text:?}");
     assert_eq!(text.lines().nth(1), Some("mutex:      free"), "{text:?}");
 }
+
+/// An owner id is what Redis holds, whoever wrote it: one with an escape
+/// sequence (written by a raw script call, not by fairlock) is shown
+/// escaped, by `status` as by every line naming a holder, so that it does
+/// not reach the terminal. It was printed raw.
+#[test]
+fn an_owner_id_with_an_escape_is_shown_escaped() {
+    let server = RedisServer::start();
+    let lock = fairlock_test_support::ScriptedLock::new(&server, "foreign");
+    lock.acquire(&mut server.conn(), "evil\x1b[2J:1", 1);
+    let out = output(fairlock(&server).args(["status", "foreign"]), PATIENCE);
+    assert_eq!(code(&out), 0, "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(!text.contains('\x1b'), "{text:?}");
+    assert!(text.contains(r"client evil\u{1b}[2J thread 1"), "{text:?}");
+}

@@ -243,7 +243,8 @@ fn watch_leaders(connection: &Connection, name: &str, json: bool) -> Result<i32,
         let line = if json {
             json_line(&event, now).to_string()
         } else {
-            format!("{} {event}", watch::stamp(now))
+            // Escaped: a value from Redis may hold any byte.
+            format!("{} {}", watch::stamp(now), event.to_string().escape_debug())
         };
         // Locked per line: a signal's exit flushes stdout too.
         let mut out = std::io::stdout().lock();
