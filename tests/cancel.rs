@@ -711,3 +711,61 @@ fn a_wait_given_two_cancellers_is_ended_by_either() {
     }
     held.unlock().unwrap();
 }
+
+/// A wait whose deadline comes while the server runs someone's long
+/// script past its `lua-time-limit` (every call answered `BUSY`): its
+/// leave is refused, as a stalled server's would go unanswered, so it
+/// ends by its deadline empty, `Ok(None)`, as one whose leave a stall
+/// holds (before: `Connection`, "redis is busy running a script", though
+/// its entry stayed queued); once the script is killed, the watchdog
+/// gives the entry back, and the lock passes to nobody's ghost.
+#[test]
+fn a_wait_whose_leave_meets_a_busy_server_ends_empty_and_its_entry_is_given_back() {
+    let server = RedisServer::start();
+    let holder = server.client();
+    let mutex = holder.fair_mutex("busy-leave");
+    let held = mutex.lock().unwrap();
+    let waiter = server.client();
+    let wait = Duration::from_millis(800);
+    let started = Instant::now();
+    let waiting = {
+        let mutex = waiter.fair_mutex("busy-leave");
+        std::thread::spawn(move || mutex.try_lock_for(wait).map(|got| got.is_none()))
+    };
+    assert!(wait_until(Duration::from_secs(5), || mutex
+        .queue_len()
+        .unwrap()
+        == 1));
+    let mut conn = server.conn();
+    let () = redis::cmd("CONFIG")
+        .arg("SET")
+        .arg("lua-time-limit")
+        .arg(100)
+        .query(&mut conn)
+        .unwrap();
+    // Turns counted, not TIME read: Valkey gives a script one time.
+    let mut busy_conn = server.conn();
+    let busy = std::thread::spawn(move || {
+        redis::cmd("EVAL")
+            .arg("local n = 0 while n < 1e10 do n = n + 1 end return n")
+            .arg(0)
+            .query::<i64>(&mut busy_conn)
+    });
+    let refused = |conn: &mut redis::Connection| {
+        redis::cmd("PING")
+            .query::<String>(conn)
+            .is_err_and(|err| err.code() == Some("BUSY"))
+    };
+    assert!(wait_until(Duration::from_secs(5), || refused(&mut conn)));
+    let ended = join_within(waiting, Duration::from_secs(5), "the wait");
+    let took = started.elapsed();
+    assert!(refused(&mut conn), "the script ended before the wait did");
+    let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
+    assert!(join_within(busy, Duration::from_secs(5), "the script").is_err());
+    let left = wait_until(Duration::from_secs(3), || mutex.queue_len().unwrap() == 0);
+    eprintln!("cancel: a wait's leave met BUSY: {ended:?} after {took:?}; entry given back {left}");
+    assert_eq!(ended.map_err(|e| e.to_string()), Ok(true));
+    assert!(took < wait + Duration::from_millis(500), "{took:?}");
+    assert!(left, "the entry stayed queued");
+    held.unlock().unwrap();
+}

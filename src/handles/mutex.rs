@@ -77,7 +77,8 @@ impl<O: Ownership> FairLock<kind::Mutex, O> {
     /// 50 ms past the wait's end and two round trips of the link (the
     /// quickest of the call's own requests), at most one command timeout;
     /// one with no reply by then (a stalled server), or refused for a
-    /// reason that passes (`NOREPLICAS`, `MISCONF`), is `Ok(None)` all the
+    /// reason that passes (`NOREPLICAS`, `MISCONF`, `BUSY` with someone's
+    /// long script, `LOADING`), is `Ok(None)` all the
     /// same, and what the call took or queued is given back once Redis
     /// answers (takes it). A thread-bound call of a thread that holds the lock gets a
     /// second guard at once.

@@ -331,7 +331,9 @@ fn kept<Q: Queued>(queued: &Q, waiter: &Waiter, got: Q::Got) -> Option<Q::Got> {
 /// deadline come early): it takes no longer than its grace, which follows
 /// the link (a stalled server or an outage: the watchdog abandons the call
 /// once Redis answers; a refusal that passes, `NOREPLICAS` or `MISCONF`,
-/// ends it the same way, once Redis takes the abandon).
+/// and a server reached that serves nothing for now, `BUSY` with someone's
+/// long script, `LOADING`, `CLUSTERDOWN`, end it the same way, once Redis
+/// takes the abandon).
 fn leave_at_end<Q: Queued>(
     queued: &Q,
     shared: &Shared,
@@ -341,7 +343,9 @@ fn leave_at_end<Q: Queued>(
     let by = deadline.map_or(Instant::now(), |at| at.max(Instant::now()));
     let grace = link_grace(waiter.round_trip(), 1, shared.config().command_timeout);
     match queued.leave(waiter, Limit::within(by + grace)) {
-        Err(err) if out_of_time(&err, Some(by)) || err.is_refused_for_now() => {
+        Err(err)
+            if out_of_time(&err, Some(by)) || err.is_refused_for_now() || err.is_not_serving() =>
+        {
             queued.out_of_time(waiter, err)
         }
         left => left,
