@@ -406,3 +406,47 @@ fn a_re_entry_with_a_max_hold_joins_an_outer_hold_without_one() {
     drop(inner);
     outer.unlock().unwrap();
 }
+
+/// An upgrade granted while it waited (a read before it released), with
+/// `sync_replicas`, confirms the grant by a renewal before it returns: that
+/// renewal must leave the write's lease where the hold's was (an upgrade
+/// keeps the hold's lease end, which the watchdog's renewals every 667 ms
+/// cap at the maximum hold), not set it to a whole lease from then. Before,
+/// it asked for the call's whole lease (2 s, granted 1 s into a maximum
+/// hold of 1.5 s): the write stayed at Redis 1.5 s past the maximum hold,
+/// past even the grant's own bound (the maximum hold and a watchdog
+/// period), while its guard heard `Lost` at the maximum hold.
+#[test]
+fn an_upgrade_confirmed_for_sync_replicas_keeps_the_max_hold() {
+    let (server, _replica, _) = crate::deadlines::server_with_replica();
+    let (max_hold, period) = (Duration::from_millis(1500), Duration::from_millis(667));
+    let client = (server.builder())
+        .lease(Duration::from_secs(2))
+        .sync_replicas(1, Duration::from_secs(1))
+        .build()
+        .unwrap();
+    let other = server.client();
+    let read = other.fair_rwlock("upgrade-capped").read().unwrap();
+    let rw = client.fair_rwlock("upgrade-capped").with_max_hold(max_hold);
+    let upgradable = rw.unbound().upgradable_read().unwrap();
+    let max_end = Instant::now() + max_hold;
+    let upgrading = thread::spawn(move || upgradable.upgrade());
+    let queued = || other.fair_rwlock("upgrade-capped").queue_len().unwrap() == 1;
+    assert!(
+        wait_until(Duration::from_secs(5), queued),
+        "the claim waits"
+    );
+    // A renewal or more capped the lease at the maximum hold by then.
+    thread::sleep((max_end - Duration::from_millis(500)).saturating_duration_since(Instant::now()));
+    // The release settles the claim; the upgrade hears it by its message.
+    read.unlock().unwrap();
+    let write = join_within(upgrading, Duration::from_secs(5), "the upgrade").unwrap();
+    let left = rw.status(1).unwrap().holders[0].remaining_lease.unwrap();
+    let to_max_end = max_end.saturating_duration_since(Instant::now());
+    eprintln!("upgraded: lease left {left:?}, maximum hold in {to_max_end:?}");
+    assert!(
+        left <= to_max_end + period,
+        "{left:?} > {to_max_end:?} + {period:?}"
+    );
+    drop(write);
+}

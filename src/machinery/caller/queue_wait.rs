@@ -354,10 +354,12 @@ fn leave_at_end<Q: Queued>(
 
 /// With `sync_replicas`, makes sure enough replicas saw the handoff that
 /// granted `call` `token` before it returns: one renewal (a write, which
-/// leaves a fixed lease as it is) and a `WAIT`, in one round trip, within
-/// `limit`. The error `lost` makes when the hold is gone; a shortfall is
-/// the error. True when the renewal says a revocation asks the hold to let
-/// go: its message may have come before the hold was this client's.
+/// leaves a fixed lease as it is, and an upgrade's lease end, which the
+/// hold keeps: capped at a maximum hold) and a `WAIT`, in one round trip,
+/// within `limit`. The error `lost` makes when the hold is gone; a
+/// shortfall is the error. True when the renewal says a revocation asks the
+/// hold to let go: its message may have come before the hold was this
+/// client's.
 pub(crate) fn confirm(
     shared: &Shared,
     call: &Call,
@@ -373,8 +375,7 @@ pub(crate) fn confirm(
         token,
         first: token,
         call: call.id,
-        // A fixed lease is written again as it is.
-        lease: (!call.lease.is_fixed()).then(|| call.lease.duration()),
+        lease: (!call.lease.is_fixed() && call.ask != Ask::Upgrade).then(|| call.lease.duration()),
     };
     // Its errors name the call it confirms, not the renewal it sends.
     let kind = call.keys.kind();
