@@ -900,3 +900,58 @@ fn watchdog_every_10s(server: &RedisServer) -> ClientBuilder {
         .lease(Duration::from_secs(60))
         .waiter_timeout(Duration::from_secs(30))
 }
+
+/// An upgrade waiting for another client's read when the holders key and
+/// the meta are evicted (`allkeys-lru`, `allkeys-random`), the queue kept
+/// (its claim in it, heartbeated), the other client keeping its guard:
+/// with no meta, a heartbeat admits nobody, so no admission drops the
+/// claim; only the read's renewals (every 100 ms) find its keys gone. The
+/// upgradable read's lease signal must say `Lost` within a watchdog period
+/// or so, and the upgrade must end `LeaseLost` then, not wait out its 10 s.
+#[test]
+fn an_upgrade_waiting_while_its_reads_keys_but_the_queue_are_evicted_is_told_lost() {
+    let name = "upgrade-keys-evicted";
+    let server = RedisServer::start();
+    // A watchdog round every 100 ms.
+    let client = client(&server, Duration::from_millis(300));
+    let other = server.client();
+    let read = other.fair_rwlock(name).read().unwrap();
+    let upgradable = (client.fair_rwlock(name).unbound())
+        .upgradable_read()
+        .unwrap();
+    let ended = watch(upgradable.lease_signal());
+    let waiting = thread::spawn(move || {
+        let got = upgradable.upgrade_with(fairlock::Wait::at_most(Duration::from_secs(10)));
+        (got.map(|got| got.is_ok()), Instant::now())
+    });
+    let queued = || other.fair_rwlock(name).queue_len().unwrap() == 1;
+    assert!(
+        wait_until(Duration::from_secs(5), queued),
+        "the claim waits"
+    );
+    let mut conn = server.conn();
+    let keys: Vec<String> = (redis::cmd("KEYS").arg(format!("fairlock:*:rw*:{name}")))
+        .query(&mut conn)
+        .unwrap();
+    let evict: Vec<&String> = keys.iter().filter(|key| !key.contains(":rwq")).collect();
+    assert_eq!(evict.len(), 2, "the holders key and the meta of {keys:?}");
+    let evicted = Instant::now();
+    let () = redis::cmd("DEL").arg(&evict).query(&mut conn).unwrap();
+    let told = ended.recv_timeout(Duration::from_secs(15));
+    let (got, at) = join_within(waiting, Duration::from_secs(15), "the waiting upgrade");
+    eprintln!(
+        "told {:?}, upgrade {got:?} {:.0} ms after the eviction",
+        told.map(|(end, at)| (end, at - evicted)),
+        ms(at - evicted)
+    );
+    let (end, told_at) = told.expect("told");
+    assert_eq!(end, LeaseEnd::Lost);
+    assert!(
+        told_at - evicted < Duration::from_secs(1),
+        "{:?}",
+        told_at - evicted
+    );
+    assert_eq!(got.map_err(|err| err.kind()), Err(ErrorKind::LeaseLost));
+    assert!(at - evicted < Duration::from_secs(1), "{:?}", at - evicted);
+    drop(read);
+}
