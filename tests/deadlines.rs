@@ -252,7 +252,8 @@ fn a_request_repeated_after_a_stop_takes_one_command_timeout_all_told() {
 /// A server, its one replica (diskless sync) and a connection to the
 /// server, once the replica has acknowledged a write.
 pub(crate) fn server_with_replica() -> (RedisServer, RedisServer, redis::Connection) {
-    let server = RedisServer::start();
+    // The delay is the master's before it syncs a replica: by default 5 s.
+    let server = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = server.port().to_string();
     let replica = RedisServer::start_with(&[
         "--replicaof",

@@ -1833,7 +1833,8 @@ fn a_call_that_consumes_its_guard_refused_for_now_says_its_hold_is_given_back() 
 #[test]
 fn renewals_too_few_replicas_saw_are_warned_of_once() {
     crate::semaphore::warnings("");
-    let server = RedisServer::start();
+    // The master syncs its replica at once, not after 5 s.
+    let server = RedisServer::start_with(&["--repl-diskless-sync-delay", "0"]);
     let port = server.port().to_string();
     let mut replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &port]);
     let mut conn = server.conn();
