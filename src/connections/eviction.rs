@@ -55,10 +55,7 @@ pub(crate) fn check(
                     "this client's user may not run INFO memory (grant it +info|memory, as \
                      docs/security.md's ACL line does)"
                 }
-                _ if err
-                    .detail()
-                    .is_some_and(|d| d.starts_with("unknown command")) =>
-                {
+                _ if crate::error::is_unknown_command(&err) => {
                     "it has no INFO command (renamed or disabled)"
                 }
                 _ => "",
