@@ -15,7 +15,9 @@
 //! Written once and run for each kind they fit (a test per kind, named
 //! `<scenario>::<kind>`; what a scenario asks for, an ask of one unit or of all
 //! of them, follows from the kind): strict FIFO handoff, the grant reaching its
-//! waiter by message and by poll, `try` never ahead of a queued waiter, an
+//! waiter by message and by poll, a new head told by message when the head
+//! leaves a held lock, a dead waiter not dropped yet counted as no live one by
+//! status, `try` never ahead of a queued waiter, an
 //! arrival under contention sending seven commands and each fast path the
 //! commands its header names (the server's INFO commandstats), heartbeats that keep waiters and push every TTL while the
 //! unbeaten are dropped, and every key keeping a TTL through heartbeats,
@@ -211,6 +213,49 @@ per_kind! {
             }
         }
         assert_eq!(s.holders(), [member(&w)]);
+    }
+
+    /// The head leaves the queue of a held lock (a cancel): the waiter
+    /// behind it, the new head, is told at once, "H <call id> <lease ms
+    /// left>" (lib/messages.lua), so it can claim the lock when that lease
+    /// runs out rather than at its next heartbeat.
+    [mutex, semaphore, rwlock, election]
+    fn a_head_that_leaves_a_held_lock_tells_the_new_head(k: LockKind) {
+        let mut s = k.lock("head-leaves");
+        let ask = k.all(1);
+        s.take("a:1", 1, ask);
+        s.queue("w:1", 2, ask);
+        s.queue("x:1", 3, ask);
+        let mut sub = s.server.conn();
+        let mut pubsub = subscribe(&mut sub);
+        assert_eq!(s.cancel(entry("w:1", 2, ask)), CancelReply::Left);
+        let (channel, payload) = message(&mut pubsub);
+        assert_eq!(channel, "fairlock:wake:x");
+        let left: i64 = payload
+            .strip_prefix("H 3 ")
+            .unwrap_or_else(|| panic!("{payload}"))
+            .parse()
+            .unwrap();
+        assert!((55_000..=60_000).contains(&left), "{payload}");
+    }
+
+    /// A waiter whose client stopped beating, not dropped yet, is listed
+    /// with its liveness run out (negative) and not counted among the live
+    /// waiters (the status's queue length).
+    [mutex, semaphore, rwlock, election]
+    fn status_counts_a_dead_waiter_not_dropped_yet_as_no_live_one(k: LockKind) {
+        let mut s = k.lock("status-dead-waiter");
+        let ask = k.all(1);
+        s.take("a:1", 1, ask);
+        s.queue("w:1", 2, ask);
+        s.queue("x:1", 3, ask);
+        s.heartbeat(Duration::from_millis(1), &[entry("w:1", 2, ask)]);
+        sleep(Duration::from_millis(50));
+        let st = s.status(10, 10);
+        assert_eq!(st.live_waiters, 1, "{st:?}");
+        let listed: Vec<(&str, bool)> =
+            st.waiters.iter().map(|w| (w.owner.as_str(), w.liveness_left_ms < 0)).collect();
+        assert_eq!(listed, [("w:1", true), ("x:1", false)], "{st:?}");
     }
 
     /// Acquire's ARGV after the common ones: owner, call, lease, capacity
@@ -1957,7 +2002,9 @@ per_kind! {
     /// TIME, ZSCORE, ZREM, the queue's PTTL, SET and PUBLISH; the first
     /// release after it, nobody queued since, GET, ZPOPMIN and SET; a
     /// renewal of a lone hold GET, PTTL and a write (the counted engine's
-    /// TIME too). An election's scripts add their announcement to each
+    /// TIME too), a write even when it keeps the lease as it is (so that a
+    /// WAIT after it covers the handoff that made the hold: sync_replicas
+    /// with a fixed lease). An election's scripts add their announcement to each
     /// path that grants or frees: PUBLISH, LPUSH, LTRIM and PEXPIRE.
     [mutex, semaphore, rwlock, election]
     fn each_fast_path_sends_the_commands_its_header_names(k: LockKind) {
@@ -1999,6 +2046,11 @@ per_kind! {
         let renewal: &[&str] =
             if counted { &["get", "time", "pttl", "set"] } else { &["get", "pttl", "pexpire"] };
         assert_eq!(commands_sent(&mut s, k, &renew).1, want(renewal, false), "the renewal");
+        let rewrite = Renew { lease: None, ..renew };
+        let rewritten: &[&str] =
+            if counted { &["get", "time", "pttl", "set"] } else { &["get", "pttl", "set"] };
+        let sent = commands_sent(&mut s, k, &rewrite).1;
+        assert_eq!(sent, want(rewritten, false), "the renewal that keeps the lease");
         let sent = commands_sent(&mut s, k, &release(&a, false)).1;
         assert_eq!(sent, want(&["get", "set"], true), "the release");
         assert_eq!(commands_sent(&mut s, k, &take(2)).1, want(&["get", "set"], true), "the take");
