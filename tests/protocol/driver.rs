@@ -561,18 +561,21 @@ impl Lock {
         self.conn.pttl(&self.keys.all[key]).unwrap()
     }
 
-    /// Every key has a TTL; the anchor outlives the force release's
-    /// record, when there is an anchor; on a counted lock the meta outlives
-    /// the holders and the queue, and counts the holds' units.
+    /// Every key has a TTL; the anchor outlives the revoke's and the force
+    /// release's records, when there is an anchor; on a counted lock the
+    /// meta outlives the holders and the queue, and counts the holds' units.
     pub fn assert_every_key_expires(&mut self) {
         let left = keys_without_ttl(&mut self.conn, "fairlock:*");
         assert!(left.is_empty(), "keys without a TTL: {left:?}");
         let anchor = self.pttl(if self.counted() { 2 } else { 0 });
-        let record = self.pttl(self.keys.all.len() - 1);
-        assert!(
-            anchor == -2 || record <= anchor,
-            "the record lives {record} ms, the anchor {anchor} ms"
-        );
+        for at in [self.keys.all.len() - 2, self.keys.all.len() - 1] {
+            let record = self.pttl(at);
+            assert!(
+                anchor == -2 || record <= anchor,
+                "{} lives {record} ms, the anchor {anchor} ms",
+                self.keys.all[at]
+            );
+        }
         if !self.counted() {
             // The lock key, the anchor whose format word stands for the
             // queue's keys, lives as long as they do.

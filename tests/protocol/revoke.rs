@@ -168,3 +168,21 @@ fn a_revoke_sent_again_after_the_lock_moved_on_asks_nobody() {
         assert_eq!(s.holders(), [member(&b)], "{kind:?}: b still holds");
     }
 }
+
+/// A revoke of a lock whose hold ran out (its key kept less than a fence
+/// life more) keeps its record no longer than that key (the driver checks
+/// it after the step): a record kept a fence life outlived its anchor.
+#[test]
+fn a_revoke_of_a_run_out_hold_keeps_its_record_no_longer_than_the_lock() {
+    for kind in [
+        LockKind::Mutex,
+        LockKind::Election,
+        LockKind::Semaphore,
+        LockKind::RwLock,
+    ] {
+        let mut s = kind.lock("revoke-run-out");
+        s.take_fixed("a:1", 1, kind.all(1), SHORT);
+        sleep(SHORT + Duration::from_millis(50));
+        assert_eq!(revoke(&mut s).holds, 0, "{kind:?}");
+    }
+}
