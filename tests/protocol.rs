@@ -258,6 +258,30 @@ per_kind! {
         assert_eq!(listed, [("w:1", true), ("x:1", false)], "{st:?}");
     }
 
+    /// A waiter admitted as units free up (not the handoff of every unit)
+    /// hears the lease Redis gave it: its 60 s watchdog lease bounded by its
+    /// liveness deadline (5 s here), so its client renews in time.
+    [semaphore, rwlock]
+    fn an_admitted_grant_tells_the_lease_its_liveness_deadline_bounds(k: LockKind) {
+        let mut s = k.lock("admitted-lease");
+        let a = s.take("a:1", 1, k.all(2));
+        s.waiter_timeout = Duration::from_secs(5);
+        s.queue("r:1", 2, k.one(2));
+        let mut sub = s.server.conn();
+        let mut pubsub = subscribe(&mut sub);
+        let handed = s.handed(&a);
+        assert_eq!(owners(&handed), ["r:1"]);
+        let (channel, payload) = message(&mut pubsub);
+        assert_eq!(channel, "fairlock:wake:r");
+        let ttl: i64 = payload
+            .strip_prefix(&format!("G 2 {} ", handed[0].token))
+            .unwrap_or_else(|| panic!("{payload}"))
+            .parse()
+            .unwrap();
+        let left = s.lease_end(&member(&handed[0])).unwrap() - s.now_ms();
+        assert!(ttl <= 5_000 && ttl >= left, "{payload}: {left} ms left at Redis");
+    }
+
     /// Acquire's ARGV after the common ones: owner, call, lease, capacity
     /// (the semaphore's permits, the rwlock's RW_CAPACITY), units (what
     /// this call takes: a read 1, a write all; it was the access, "r" or
