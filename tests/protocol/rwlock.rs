@@ -726,6 +726,45 @@ fn a_withdrawn_claim_lets_in_who_it_held_back_and_a_lost_read_drops_its_claim() 
     assert_eq!(downgrade(&mut s, &u, Access::Read), DowngradeReply::Lost);
 }
 
+/// A claim settled in place tells its waiting upgrade by its "G" (as any
+/// grant: the release's reply goes to the releaser); a claim whose
+/// upgradable read ran out is dropped and told "H <call> 0", so that it
+/// asks at once and learns its hold is lost.
+#[test]
+fn a_settled_claim_hears_its_grant_and_a_claim_of_a_lost_read_hears_to_ask() {
+    let mut s = rw("claim-told");
+    let mut sub = s.server.conn();
+    let mut pubsub = subscribe(&mut sub);
+    for (owner, lost) in [("u", false), ("v", true)] {
+        let u = s.take(&format!("{owner}:1"), 1, UPGRADABLE);
+        let r = s.take("r:1", 2, READ);
+        assert!(matches!(
+            upgrade(&mut s, &u, UpgradeStep::Attempt(Mode::First)),
+            UpgradeReply::Waiting {
+                position: Some(0),
+                ..
+            }
+        ));
+        if lost {
+            let end = s.now_ms() - 1;
+            s.set_lease_end(&member(&u), end);
+        }
+        let told = match s.release(&r) {
+            ReleaseReply::HandedOver(grants) if !lost => {
+                let w = s.granted(grants[0].clone());
+                assert_eq!(s.release(&w), RELEASED);
+                format!("G 1 {} ", w.token)
+            }
+            RELEASED if lost => "H 1 0".to_owned(),
+            other => panic!("{other:?}"),
+        };
+        let (channel, payload) = message(&mut pubsub);
+        assert_eq!(channel, format!("fairlock:wake:{owner}"));
+        assert!(payload.starts_with(&told), "{payload}, not {told}");
+        assert!(s.queued().is_empty() && s.holders().is_empty());
+    }
+}
+
 /// A change of a hold's access: the upgrade of an upgradable read to the
 /// write, or a downgrade to a read or an upgradable read.
 #[derive(Debug, Clone, Copy)]
