@@ -282,6 +282,23 @@ per_kind! {
         assert!(ttl <= 5_000 && ttl >= left, "{payload}: {left} ms left at Redis");
     }
 
+    /// A call queued behind two holds (the holders zset, no lone hold)
+    /// with a waiter timeout far past their leases: the meta, which keeps
+    /// the capacity and the last token, outlives the queue it pushed out
+    /// by a fence life.
+    [semaphore, rwlock]
+    fn a_long_wait_behind_two_holds_keeps_the_meta_past_the_queue(k: LockKind) {
+        let mut s = k.lock("long-behind-two");
+        s.take("a:1", 1, k.one(2));
+        s.take("b:1", 2, k.one(2));
+        s.waiter_timeout = Duration::from_secs(600);
+        assert_eq!(s.queue("w:1", 3, k.all(2)), 0);
+        let (meta, queue) = (s.pttl(2), s.pttl(1));
+        let fence = fairlock::DEFAULT_FENCE_LIFE.as_millis() as i64;
+        assert!(queue >= 600_000, "{queue} ms");
+        assert!(meta >= queue + fence - 10, "the meta {meta} ms, the queue {queue} ms");
+    }
+
     /// Acquire's ARGV after the common ones: owner, call, lease, capacity
     /// (the semaphore's permits, the rwlock's RW_CAPACITY), units (what
     /// this call takes: a read 1, a write all; it was the access, "r" or
