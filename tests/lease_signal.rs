@@ -390,6 +390,34 @@ fn a_fixed_lease_held_past_its_end_is_lost_saying_it_ran_out() {
     );
 }
 
+/// A fixed lease taken over a slow link (400 ms each way) counts from the
+/// acquire request's send, not from its late reply: Redis's lease starts
+/// when the script runs, so the guard is counted lost before Redis frees
+/// the lock (counted from the reply, it was still held here once another
+/// could take the lock).
+#[test]
+fn a_fixed_lease_answered_late_is_counted_lost_before_redis_frees_it() {
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::open(&relay.url()).unwrap();
+    let observer = server.client();
+    let mutex = client
+        .fair_mutex("fixed-answered-late")
+        .with_fixed_lease(Duration::from_secs(1));
+    relay.set_delay(Duration::from_millis(400));
+    let guard = mutex.lock().unwrap();
+    let free = || {
+        let status = observer.status(LockKind::Mutex, "fixed-answered-late", 1);
+        status.unwrap().holder().is_none()
+    };
+    assert!(wait_until(Duration::from_secs(5), free), "never freed");
+    assert!(
+        guard.is_lease_lost(),
+        "still counted held once redis freed it"
+    );
+    relay.set_delay(Duration::ZERO);
+}
+
 /// A reader-writer hold this client counted lost while Redis still had it
 /// (as above: 1 s of a fixed 3 s lease) stays lost through a change of its
 /// access: an upgrade and a downgrade say `LeaseLost`, as its unlock
