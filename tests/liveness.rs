@@ -602,6 +602,60 @@ fn force_unlock_reports_whether_held_and_hands_over() {
     );
 }
 
+/// A live waiter's place never lapses: its client's heartbeats come every
+/// third of the shorter of its lease and its waiter timeout, so with a
+/// waiter timeout (450 ms) far below the lease (4.5 s) the liveness
+/// deadline Redis keeps for the entry stays ahead of Redis's clock (a
+/// heartbeat a third of the lease apart let it lapse for most of each
+/// round: the waiter dropped as dead and queued again at the back).
+#[test]
+fn a_waiter_timeout_below_the_lease_keeps_the_waiter_live() {
+    let server = RedisServer::start();
+    let holder_client = server.client();
+    let mutex = holder_client.fair_mutex("short-waiter-timeout");
+    let held = mutex.lock().unwrap();
+    let client = (server.builder().lease(Duration::from_millis(4500)))
+        .waiter_timeout(Duration::from_millis(450))
+        .build()
+        .unwrap();
+    let waiter = thread::spawn(move || {
+        let mutex = client.fair_mutex("short-waiter-timeout");
+        mutex
+            .try_lock_for(Duration::from_secs(10))
+            .unwrap()
+            .is_some()
+    });
+    assert!(
+        queue_len_reaches(&mutex, 1, Duration::from_secs(5)),
+        "queued"
+    );
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*:queue:short-waiter-timeout")
+        .query(&mut conn)
+        .unwrap();
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_millis(1600) {
+        let ((secs, micros), deadlines): ((i64, i64), Vec<(String, i64)>) = redis::pipe()
+            .atomic()
+            .cmd("TIME")
+            .cmd("ZRANGEBYSCORE")
+            .arg(&keys[0])
+            .arg(DEADLINE_BASE)
+            .arg("+inf")
+            .arg("WITHSCORES")
+            .query(&mut conn)
+            .unwrap();
+        let now_ms = secs * 1000 + micros / 1000;
+        assert_eq!(deadlines.len(), 1, "one waiter's deadline");
+        let ahead = deadlines[0].1 - DEADLINE_BASE - now_ms;
+        assert!(ahead > 0, "the waiter's place lapsed {} ms ago", -ahead);
+        thread::sleep(Duration::from_millis(20));
+    }
+    held.unlock().unwrap();
+    assert!(join_within(waiter, Duration::from_secs(5), "the waiter"));
+}
+
 #[test]
 fn a_timed_out_try_lock_for_leaves_nothing_behind() {
     let _serial = serial();
