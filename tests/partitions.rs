@@ -881,6 +881,52 @@ fn a_change_of_access_of_a_hold_counted_lost_in_a_stall_says_its_lease_was_lost(
     }
 }
 
+/// A renewal over a slow link (300 ms each way) counts its lease from when
+/// it was asked, not from its late reply: Redis's lease starts when the
+/// script runs. The link is cut once a renewal has run and its reply came
+/// back, before the next one is sent: the holder is counted lost before
+/// Redis frees the lock (counted from the reply, it was still held here
+/// once another could take the lock).
+#[test]
+fn a_renewal_answered_late_counts_from_its_ask() {
+    let _serial = serial();
+    let server = RedisServer::start();
+    let relay = Relay::start(server.port());
+    let client = Client::builder(&relay.url())
+        .lease(Duration::from_millis(1200))
+        .build()
+        .unwrap();
+    let guard = client.fair_mutex("renewed-late").lock().unwrap();
+    let mut conn = server.conn();
+    let keys: Vec<String> = redis::cmd("KEYS")
+        .arg("fairlock:*:lock:renewed-late")
+        .query(&mut conn)
+        .unwrap();
+    let mut pttl = || -> i64 { redis::cmd("PTTL").arg(&keys[0]).query(&mut conn).unwrap() };
+    relay.set_delay(Duration::from_millis(300));
+    // A renewal runs (the key's TTL, lease and fence life, jumps up): its
+    // reply is back 300 ms later,
+    // the next renewal sent 400 ms after that.
+    let mut last = pttl();
+    let renewed = wait_until(Duration::from_secs(5), || {
+        let now = pttl();
+        std::mem::replace(&mut last, now) + 100 < now
+    });
+    assert!(renewed, "no renewal ran");
+    thread::sleep(Duration::from_millis(500));
+    relay.cut();
+    let observer = server.client();
+    let free = || {
+        let status = observer.status(LockKind::Mutex, "renewed-late", 1);
+        status.unwrap().holder().is_none()
+    };
+    assert!(wait_until(Duration::from_secs(5), free), "never freed");
+    assert!(
+        guard.is_lease_lost(),
+        "still counted held once redis freed it"
+    );
+}
+
 /// Redis holds writes back (`CLIENT PAUSE WRITE`) just after a watchdog
 /// round, for 2.3 s, an outage shorter than the holds' lease (3 s): the
 /// next round's renewals wait in the pause past their command timeout (1 s)
