@@ -632,6 +632,38 @@ fn a_short_fixed_lease_handed_over_after_a_long_wait_is_not_lost_on_arrival() {
     assert!(at - handed >= FIXED / 4, "{:?}", at - handed);
 }
 
+/// A call with a fixed lease of 600 ms, shorter than its client's
+/// heartbeats see to, asks about its place every third of it (200 ms): a
+/// handoff 500 ms into its wait counts from the last of those, so the
+/// guard keeps most of its lease (counted from the first request, it was
+/// lost some 90 ms after it got the lock, though Redis gave it 600).
+#[test]
+fn a_fixed_lease_handed_over_mid_wait_counts_from_a_recent_poll() {
+    let server = RedisServer::start();
+    let client = || watchdog_every_10s(&server).build().unwrap();
+    let (holder, waiter) = (client(), client());
+    let held = holder.fair_mutex("fixed-mid-wait").lock().unwrap();
+    const FIXED: Duration = Duration::from_millis(600);
+    let waiting = thread::spawn(move || {
+        let mutex = waiter.fair_mutex("fixed-mid-wait").unbound();
+        mutex.with_fixed_lease(FIXED).lock().unwrap()
+    });
+    let queued = || holder.fair_mutex("fixed-mid-wait").queue_len().unwrap() == 1;
+    assert!(wait_until(Duration::from_secs(5), queued));
+    thread::sleep(Duration::from_millis(500));
+    let handed = Instant::now();
+    held.unlock().unwrap();
+    let guard = join_within(waiting, Duration::from_secs(5), "the waiter");
+    let (end, at) = (watch(guard.lease_signal()).recv_timeout(Duration::from_secs(5))).unwrap();
+    assert_eq!(end, LeaseEnd::Lost);
+    let kept = at - handed;
+    eprintln!("fixed lease {FIXED:?} handed over 500 ms into the wait: lost {kept:?} after");
+    assert!(
+        kept >= Duration::from_millis(250),
+        "lost {kept:?} after the handoff"
+    );
+}
+
 /// Holds of every kind whose keys a `FLUSHALL` deleted (no connection
 /// dropped: nothing tells the client of a gap): the watchdog's next
 /// renewal finds each key gone and the hold is told lost as one redis lost,
