@@ -488,3 +488,51 @@ fn an_upgrade_settled_without_its_message_is_learned_from_a_heartbeat() {
     assert!(!write.is_lease_lost());
     write.unlock().unwrap();
 }
+
+/// A waiter that becomes the head of the queue as the one before it
+/// leaves (its wait timed out) is told so, and polls when the holder's
+/// fixed lease runs out (no release message comes): it takes the lock
+/// then, not at its next heartbeat (10 s apart here).
+#[test]
+fn a_waiter_made_head_by_a_leave_takes_an_expired_lease_promptly() {
+    let server = RedisServer::start();
+    let slow_watchdog = || {
+        (server.builder().lease(Duration::from_secs(60)))
+            .waiter_timeout(Duration::from_secs(30))
+            .build()
+            .unwrap()
+    };
+    let (holder, first, second) = (slow_watchdog(), slow_watchdog(), slow_watchdog());
+    let fixed = holder
+        .fair_mutex("made-head")
+        .with_fixed_lease(Duration::from_millis(1000));
+    let held = fixed.lock().unwrap();
+    let expires = Instant::now() + Duration::from_millis(1000);
+    let leaving = thread::spawn(move || {
+        let mutex = first.fair_mutex("made-head");
+        mutex
+            .try_lock_for(Duration::from_millis(300))
+            .unwrap()
+            .is_none()
+    });
+    let queued = |n| wait_until(Duration::from_secs(5), || fixed.queue_len().unwrap() == n);
+    assert!(queued(1), "the first waiter queued");
+    let next = thread::spawn(move || {
+        let guard = second.fair_mutex("made-head").lock().unwrap();
+        (Instant::now(), guard.unlock())
+    });
+    assert!(queued(2), "the second waiter queued");
+    assert!(join_within(
+        leaving,
+        Duration::from_secs(5),
+        "the first waiter"
+    ));
+    let (got, unlocked) = join_within(next, Duration::from_secs(5), "the second waiter");
+    unlocked.unwrap();
+    let late = got.saturating_duration_since(expires);
+    assert!(
+        late < Duration::from_millis(500),
+        "took it {late:?} after the lease ran out"
+    );
+    drop(held);
+}
