@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use fairlock::{Client, Unbound, Wait, WaitCanceller};
 use fairlock_test_support::relay::Relay;
 use fairlock_test_support::{
-    join_within, ms, pause_clients, take, wait_until, Kind, LeasePolicy, RedisServer,
+    join_within, ms, pause_clients, take, wait_until, BusyScript, Kind, LeasePolicy, RedisServer,
 };
 
 #[test]
@@ -736,32 +736,11 @@ fn a_wait_whose_leave_meets_a_busy_server_ends_empty_and_its_entry_is_given_back
         .queue_len()
         .unwrap()
         == 1));
-    let mut conn = server.conn();
-    let () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("lua-time-limit")
-        .arg(100)
-        .query(&mut conn)
-        .unwrap();
-    // Turns counted, not TIME read: Valkey gives a script one time.
-    let mut busy_conn = server.conn();
-    let busy = std::thread::spawn(move || {
-        redis::cmd("EVAL")
-            .arg("local n = 0 while n < 1e10 do n = n + 1 end return n")
-            .arg(0)
-            .query::<i64>(&mut busy_conn)
-    });
-    let refused = |conn: &mut redis::Connection| {
-        redis::cmd("PING")
-            .query::<String>(conn)
-            .is_err_and(|err| err.code() == Some("BUSY"))
-    };
-    assert!(wait_until(Duration::from_secs(5), || refused(&mut conn)));
+    let mut busy = BusyScript::start(&server);
     let ended = join_within(waiting, Duration::from_secs(5), "the wait");
     let took = started.elapsed();
-    assert!(refused(&mut conn), "the script ended before the wait did");
-    let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
-    assert!(join_within(busy, Duration::from_secs(5), "the script").is_err());
+    assert!(busy.is_refusing(), "the script ended before the wait did");
+    busy.kill();
     let left = wait_until(Duration::from_secs(3), || mutex.queue_len().unwrap() == 0);
     eprintln!("cancel: a wait's leave met BUSY: {ended:?} after {took:?}; entry given back {left}");
     assert_eq!(ended.map_err(|e| e.to_string()), Ok(true));

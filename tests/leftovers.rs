@@ -997,40 +997,8 @@ fn an_abandon_refused_for_a_failed_snapshot_is_tried_again() {
 #[test]
 fn an_abandon_refused_by_a_busy_server_is_tried_again() {
     abandon_refused_then_allowed("busy-abandon", "BUSY", |server| {
-        // Busy: a script that runs until it is killed (20 s at most), and
-        // a busy reply after 100 ms of it.
-        let mut conn = server.conn();
-        let () = redis::cmd("CONFIG")
-            .arg("SET")
-            .arg("lua-time-limit")
-            .arg(100)
-            .query(&mut conn)
-            .unwrap();
-        let mut busy_conn = server.conn();
-        let busy = std::thread::spawn(move || {
-            redis::cmd("EVAL")
-                .arg(
-                    "local s = redis.call('TIME') while true do \
-                     if redis.call('TIME')[1] - s[1] > 20 then return 1 end end",
-                )
-                .arg(0)
-                .query::<i64>(&mut busy_conn)
-        });
-        let refused = |conn: &mut redis::Connection| {
-            redis::cmd("PING")
-                .query::<String>(conn)
-                .is_err_and(|err| err.code() == Some("BUSY"))
-        };
-        assert!(
-            wait_until(Duration::from_secs(5), || refused(&mut conn)),
-            "the server never replied BUSY"
-        );
-        Box::new(move || {
-            assert!(refused(&mut conn), "the script ended before it was killed");
-            let () = redis::cmd("SCRIPT").arg("KILL").query(&mut conn).unwrap();
-            let ended = join_within(busy, Duration::from_secs(5), "the busy script");
-            assert!(ended.is_err(), "the busy script was not killed: {ended:?}");
-        })
+        let busy = BusyScript::start(server);
+        Box::new(move || busy.kill())
     });
 }
 

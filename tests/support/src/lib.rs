@@ -9,6 +9,7 @@
 //! each are also re-exported here (of `roles`, only the wall clock and the
 //! thread count), so `use fairlock_test_support::*` brings them all in.
 pub mod acl;
+pub mod busy;
 pub mod children;
 pub mod cluster;
 pub mod commands;
@@ -30,6 +31,7 @@ pub mod timing;
 pub mod tls;
 
 pub use acl::*;
+pub use busy::*;
 pub use children::*;
 pub use cluster::*;
 pub use fake_queue::*;
